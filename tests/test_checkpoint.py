@@ -1,0 +1,117 @@
+"""Checkpoints: round trips, atomic writes, pruning, and clear errors on bad files."""
+
+import json
+
+import pytest
+import torch
+
+from attnmt.checkpoint import CheckpointManager, load_checkpoint, save_checkpoint
+from attnmt.errors import CheckpointError
+
+
+def _model_and_optimizer():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(2):
+        optimizer.zero_grad()
+        model(torch.randn(5, 3)).sum().backward()
+        optimizer.step()
+    return model, optimizer
+
+
+def test_round_trip_restores_model_optimizer_and_state(tmp_path):
+    model, optimizer = _model_and_optimizer()
+    rng = torch.get_rng_state()
+    save_checkpoint(
+        tmp_path / "ck",
+        model_state=model.state_dict(),
+        optimizer_state=optimizer.state_dict(),
+        state={"step": 2, "config": {"a": 1}},
+        tensors={"rng": rng},
+    )
+    ck = load_checkpoint(tmp_path / "ck")
+    assert ck.step == 2 and ck.state["config"] == {"a": 1}
+    assert torch.equal(ck.tensors["rng"], rng)
+    model2, optimizer2 = _model_and_optimizer()
+    for p in model2.parameters():
+        p.data.zero_()
+    model2.load_state_dict(ck.model)
+    optimizer2.load_state_dict(ck.optimizer)
+    for a, b in zip(model.parameters(), model2.parameters(), strict=True):
+        assert torch.equal(a, b)
+    # One more identical step on both gives identical weights: the Adam moments came back.
+    x = torch.randn(5, 3)
+    for m, o in ((model, optimizer), (model2, optimizer2)):
+        o.zero_grad()
+        m(x).sum().backward()
+        o.step()
+    for a, b in zip(model.parameters(), model2.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_tied_weights_are_saved(tmp_path):
+    emb = torch.nn.Embedding(5, 3)
+    out = torch.nn.Linear(3, 5, bias=False)
+    out.weight = emb.weight
+    state = {"emb.weight": emb.weight, "out.weight": out.weight}
+    save_checkpoint(tmp_path / "ck", model_state=state)
+    assert torch.equal(load_checkpoint(tmp_path / "ck").model["out.weight"], emb.weight)
+
+
+def test_crash_while_writing_leaves_no_partial_checkpoint(tmp_path, monkeypatch):
+    model, _ = _model_and_optimizer()
+    save_checkpoint(tmp_path / "ck", model_state=model.state_dict(), state={"step": 1})
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("attnmt.checkpoint.save_file", boom)
+    with pytest.raises(OSError):
+        save_checkpoint(tmp_path / "ck", model_state=model.state_dict(), state={"step": 2})
+    assert load_checkpoint(tmp_path / "ck").step == 1  # the old one is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["ck"]  # no temporary left behind
+
+
+def test_manager_keeps_best_and_last_k(tmp_path):
+    model, _ = _model_and_optimizer()
+    manager = CheckpointManager(tmp_path, keep_last=2)
+    for step, bleu in [(1, 5.0), (2, 9.0), (3, 7.0), (4, 8.0), (5, 6.0)]:
+        manager.save(step, metric=bleu, model_state=model.state_dict(), state={"step": step})
+    names = sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*"))
+    assert names == ["step-00000002", "step-00000004", "step-00000005"]
+    assert load_checkpoint(tmp_path).step == 5
+    best = json.loads((tmp_path / "checkpoints" / "best.json").read_text())
+    assert best == {"checkpoint": "step-00000002", "step": 2, "metric": 9.0}
+
+
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        (lambda p: (p / "state.json").write_text("{not json"), "missing or damaged"),
+        (lambda p: (p / "state.json").write_text('{"format": "other"}'), "not an attnmt"),
+        (lambda p: (p / "model.safetensors").write_bytes(b"\x00" * 20), "damaged or not"),
+        (lambda p: (p / "model.safetensors").unlink(), "incomplete"),
+    ],
+)
+def test_damaged_or_foreign_files_give_clear_errors(tmp_path, damage, needle):
+    model, _ = _model_and_optimizer()
+    save_checkpoint(tmp_path / "ck", model_state=model.state_dict(), state={"step": 1})
+    damage(tmp_path / "ck")
+    with pytest.raises(CheckpointError, match=needle):
+        load_checkpoint(tmp_path / "ck")
+
+
+def test_missing_paths(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "nope")
+    with pytest.raises(CheckpointError, match="holds no checkpoint"):
+        load_checkpoint(tmp_path)
+
+
+def test_pickle_file_is_refused(tmp_path):
+    (tmp_path / "ck").mkdir()
+    torch.save({"x": torch.zeros(1)}, tmp_path / "ck" / "model.safetensors")
+    (tmp_path / "ck" / "state.json").write_text('{"format": "attnmt-checkpoint", "version": 1}')
+    with pytest.raises(CheckpointError, match="damaged or not a safetensors"):
+        load_checkpoint(tmp_path / "ck")
