@@ -22,6 +22,7 @@ from attnmt.errors import UserError
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("attnmt.demo", "print the weights every attention variant gives on a small example"),
     "data": ("attnmt.data.commands", "list, prepare and show the parallel corpora"),
+    "train": ("attnmt.train", "train a model from a YAML config (checkpoints, resume, torchrun)"),
 }
 
 

@@ -103,32 +103,48 @@ class ModelConfig:
 class TrainConfig:
     """How long and how to train, and where to write the run."""
 
-    # Run directory (created; holds config, checkpoints, metrics, logs).
+    # Run directory (created; holds config, vocabulary, checkpoints, metrics, log).
     run_dir: str = "runs/default"
     seed: int = 1
-    # Stop after this many optimizer steps / minutes of training, whichever comes first
-    # (0 = no limit).
+    # "auto" (a GPU if there is one, else the CPU), "cpu" or "cuda".
+    device: str = "auto"
+    # Stop at the first limit reached (0 = no limit): optimizer steps, minutes of
+    # training (summed over resumed sessions), passes over the training data.
     max_steps: int = 0
     max_minutes: float = 0.0
     max_epochs: int = 0
-    # Optimizer and learning rate.
+    # Optimizer and learning rate (the peak rate for "noam").
     optimizer: Literal["adam", "adamw"] = "adam"
     lr: float = 1e-3
     weight_decay: float = 0.0
-    # "constant", "noam" (inverse square root with warm-up) or "plateau".
+    # "constant", "noam" (inverse square root with warm-up, Vaswani §5.3) or "plateau"
+    # (halve the rate after 2 validations without a lower dev loss).
     schedule: Literal["constant", "noam", "plateau"] = "constant"
     warmup_steps: int = 4000
+    # Clip the gradient norm to this (0 = no clipping).
     clip_norm: float = 1.0
     label_smoothing: float = 0.0
-    # "fp32" or "bf16" (autocast; fast on CPUs with AMX).
+    # "fp32" or "bf16" (autocast; about 8x faster matrix products on CPUs with AMX).
     precision: Literal["fp32", "bf16"] = "fp32"
-    # Validate every N steps; save a checkpoint every N steps; keep the last K.
+    # Log training loss every N steps; validate every N steps; checkpoint every N steps.
+    log_every: int = 50
     validate_every: int = 500
     checkpoint_every: int = 500
+    # Keep the last K checkpoints (the best one is always kept too).
     keep_last: int = 3
-    # Early stopping: metric, and validations without improvement before stopping (0 = off).
-    early_stopping_metric: Literal["bleu", "chrf", "loss"] = "bleu"
+    # Validate on at most this many dev sentences (0 = all) and print this many examples.
+    valid_sentences: int = 0
+    valid_examples: int = 3
+    # Early stopping: the dev metric to watch, and validations without improvement before
+    # stopping (0 = never stop early). The best checkpoint follows the same metric.
+    early_stopping_metric: Literal["bleu", "chrf", "exact", "loss"] = "bleu"
     patience: int = 0
+    # Hard attention (REINFORCE, Xu et al. 2015 §4.1): weight of the entropy bonus.
+    entropy_weight: float = 0.01
+    # Stop after this many non-finite losses in a row (each one's batch is skipped).
+    max_nonfinite: int = 5
+    # Also write TensorBoard event files into run_dir/tensorboard (needs `tensorboard`).
+    tensorboard: bool = False
 
 
 @dataclass
