@@ -78,13 +78,15 @@ class ModelConfig:
 
     # "rnnencdec" (no attention), "rnnsearch" (Bahdanau), "luong", or "transformer".
     name: str = "rnnsearch"
-    # Width of embeddings and recurrent / transformer states.
+    # Width of embeddings and recurrent / transformer states (the transformer uses
+    # hidden_size as d_model for its embeddings too; embed_size is then ignored).
     embed_size: int = 256
     hidden_size: int = 256
     # Recurrent or transformer layers on each side.
     layers: int = 1
     dropout: float = 0.1
     # Attention score, scope and mode (see docs/attention.md); window D for local scopes.
+    # Used by rnnsearch and luong (the transformer's attention is multi-head scaled dot).
     attention: str = "additive"
     scope: str = "global"
     mode: str = "soft"
@@ -97,6 +99,14 @@ class ModelConfig:
     pre_norm: bool = True
     # Share target embeddings and the output projection.
     tie_embeddings: bool = True
+    # Transformer: also share the source embeddings with the target ones (needs one joint
+    # vocabulary: data.joint_vocab, equal source and target vocabulary sizes).
+    share_embeddings: bool = False
+    # Hard attention at evaluation: "argmax" (attend to the most likely position) or
+    # "soft" (the expected context under the attention distribution).
+    hard_eval: Literal["argmax", "soft"] = "argmax"
+    # The "location" score: the longest source (in subwords) it can score.
+    max_source_len: int = 256
 
 
 @dataclass

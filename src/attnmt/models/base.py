@@ -1,0 +1,132 @@
+"""What every model shares: the output dataclass, batch-first containers that beam search
+can reorder, and the `Seq2Seq` interface the trainer and the decoders use.
+
+    out = model(src, src_mask, tgt_in, need_weights=False)     # teacher forcing
+    memory = model.encode(src, src_mask)                        # once per source batch
+    state = model.init_state(memory)                            # before the first step
+    logits, state, weights = model.step(prev_tokens, state, memory, need_weights=False)
+    memory.select(indices); state.select(indices)               # beam reorder / expand
+
+`step` gives the same logits as `forward` at every position (eval mode). Nothing is kept on
+a module between calls: attention weights are returned, never stored.
+
+Shapes legend: B batch, S source length, T target length, D width, H heads, Dh head width,
+V vocabulary, L layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Self
+
+import torch
+from torch import Tensor, nn
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+@dataclass
+class ModelOutput:
+    """What a teacher-forced forward pass returns.
+
+    Fields:
+        logits: unnormalised scores of the next target token at each position.
+        weights: attention weights when asked for (`need_weights=True`), else `None`; also
+            `None` for a model without attention (rnnencdec). RNN decoders: the weights
+            that formed each step's context; Transformer: every layer's and head's
+            cross-attention.
+        attn_log_prob: hard attention in train mode: log-probability of each step's
+            sampled source position (for `losses.reinforce_loss`); else `None`.
+        attn_entropy: hard attention: entropy of each step's attention distribution (the
+            one positions are sampled from; Xu et al. 2015 eq. 12's H[s]); else `None`.
+
+    Shapes:
+        logits: (B, T, V)
+        weights: RNN (B, T, S); Transformer (B, L, H, T, S)
+        attn_log_prob: (B, T)
+        attn_entropy: (B, T)
+    """
+
+    logits: Tensor
+    weights: Tensor | None = None
+    attn_log_prob: Tensor | None = None
+    attn_entropy: Tensor | None = None
+
+
+def _select(value: Any, indices: Tensor) -> Any:
+    """`index_select` along dimension 0 of a tensor, or of every tensor in a list/tuple."""
+    if isinstance(value, Tensor):
+        return value.index_select(0, indices)
+    if isinstance(value, list | tuple):
+        return type(value)(_select(v, indices) for v in value)
+    return value  # None, ints: shared by every row
+
+
+@dataclass
+class BatchFirst:
+    """A dataclass whose tensor fields (and lists/tuples of tensors) are all batch first.
+
+    `select(indices)` picks rows along the batch: reorder beams, or expand each sentence
+    to K beams (`indices` may repeat). Non-tensor fields (step counters) are shared.
+
+    Shapes:
+        indices (B',) long -> every tensor field (B', ...)
+    """
+
+    def select(self, indices: Tensor) -> Self:
+        fields = dataclasses.fields(self)
+        changes = {f.name: _select(getattr(self, f.name), indices) for f in fields}
+        return dataclasses.replace(self, **changes)
+
+
+class Seq2Seq(nn.Module):
+    """The interface of every model in `attnmt.models` (an encoder–decoder).
+
+    Subclasses implement `encode`, `init_state`, `step` and `forward`; `uses_attention` says
+    whether weights can ever be returned.
+    """
+
+    uses_attention: bool = True
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> BatchFirst:  # pragma: no cover
+        """Encode a source batch once. Shapes: src, src_mask (B, S)."""
+        raise NotImplementedError
+
+    def init_state(self, memory: Any) -> BatchFirst:  # pragma: no cover
+        """The decoder state before the first step (which reads BOS)."""
+        raise NotImplementedError
+
+    def step(
+        self, prev_tokens: Tensor, state: Any, memory: Any, *, need_weights: bool = False
+    ) -> tuple[Tensor, Any, Tensor | None]:  # pragma: no cover
+        """One decoder step. Shapes: prev_tokens (B,) -> logits (B, V), weights or None."""
+        raise NotImplementedError
+
+    def forward(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+    ) -> ModelOutput:  # pragma: no cover
+        """Teacher forcing. Shapes: src, src_mask (B, S); tgt_in (B, T) -> logits (B, T, V)."""
+        raise NotImplementedError
+
+
+def check_inputs(src: Tensor, src_mask: Tensor, tgt_in: Tensor | None = None) -> None:
+    """Shapes and dtypes of a model's inputs; `ValueError` naming expected and actual.
+
+    Shapes:
+        src (B, S) long, src_mask (B, S) bool, tgt_in (B, T) long
+    """
+    if src.dim() != 2 or src.dtype != torch.long:
+        raise ValueError(f"src must be a (B, S) long tensor, got {tuple(src.shape)} {src.dtype}")
+    if src_mask.shape != src.shape or src_mask.dtype != torch.bool:
+        raise ValueError(
+            f"src_mask must be a bool tensor of src's shape {tuple(src.shape)} (True = real "
+            f"token), got {tuple(src_mask.shape)} {src_mask.dtype}"
+        )
+    if tgt_in is not None and (
+        tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0] or tgt_in.dtype != torch.long
+    ):
+        raise ValueError(
+            f"tgt_in must be a (B={src.shape[0]}, T) long tensor, got "
+            f"{tuple(tgt_in.shape)} {tgt_in.dtype}"
+        )

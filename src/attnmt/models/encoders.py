@@ -1,0 +1,164 @@
+"""Recurrent encoders and the pieces RNN decoders share: initialisation as in the papers,
+and the maxout deep-output layer.
+
+The encoders run over the real tokens only (`pack_padded_sequence`): padding never enters
+a recurrence, so the backward direction of a bidirectional encoder starts at each
+sentence's own last token, and a sentence's annotations do not depend on what it is
+batched with. Padding must be at the end of each row (`src_mask` a prefix of True).
+
+Shapes legend: B batch, S source length, T target length, E embedding width, D hidden
+width, L layers, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from attnmt.models.base import PAD
+
+
+@dataclass
+class EncoderOutput:
+    """A recurrent encoder's result.
+
+    Fields:
+        annotations: the top layer's state at every source position (Bahdanau's h_j, Luong's
+            h̄_s); zeros at padding. Bidirectional: [→h_j; ←h_j] (Bahdanau eq. 7's
+            concatenation), forward half first.
+        final_h: each layer's (and direction's) last state, PyTorch layout: layer-major,
+            forward before backward (index 2l + d).
+        final_c: LSTM memory cells in the same layout; None for a GRU.
+
+    Shapes:
+        annotations (B, S, D · directions); final_h, final_c (L · directions, B, D)
+    """
+
+    annotations: Tensor
+    final_h: Tensor
+    final_c: Tensor | None
+
+
+def rnn_dropout(dropout: float, layers: int) -> float:
+    """`nn.GRU`/`nn.LSTM` dropout between stacked layers (0 for one layer, where PyTorch
+    would warn that it has no effect)."""
+    return dropout if layers > 1 else 0.0
+
+
+class RecurrentEncoder(nn.Module):
+    """Embeddings, dropout, then a stacked (bi)directional GRU or LSTM over the real tokens.
+
+    Args:
+        vocab_size, embed_size, hidden_size (D per direction), layers (L), dropout: on the
+            embeddings and between layers.
+        cell: "gru" (Cho et al. 2014; Bahdanau et al. 2015) or "lstm" (Luong et al. 2015).
+        bidirectional: Bahdanau's BiRNN (§3.2), annotations [→h_j; ←h_j].
+
+    Shapes:
+        src (B, S) long, src_mask (B, S) bool -> EncoderOutput
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_size: int,
+        hidden_size: int,
+        layers: int,
+        dropout: float,
+        *,
+        cell: Literal["gru", "lstm"],
+        bidirectional: bool = False,
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=PAD)
+        self.dropout = nn.Dropout(dropout)
+        rnn_class = nn.GRU if cell == "gru" else nn.LSTM
+        self.rnn = rnn_class(
+            embed_size,
+            hidden_size,
+            num_layers=layers,
+            batch_first=True,
+            dropout=rnn_dropout(dropout, layers),
+            bidirectional=bidirectional,
+        )
+        self.cell = cell
+        self.hidden_size = hidden_size
+        self.directions = 2 if bidirectional else 1
+
+    @property
+    def output_size(self) -> int:
+        """Width of the annotations: D · directions."""
+        return self.hidden_size * self.directions
+
+    def forward(self, src: Tensor, src_mask: Tensor) -> EncoderOutput:
+        src_len = src.shape[1]
+        embedded = self.dropout(self.embed(src))  # E x_j: (B, S, E)
+        # An empty source still runs one (padding) step; its mask keeps it unattended.
+        lengths = src_mask.sum(dim=1).clamp(min=1).cpu()  # (B,)
+        packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
+        outputs, final = self.rnn(packed)
+        annotations, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src_len)
+        if self.cell == "lstm":
+            final_h, final_c = final  # (L · dirs, B, D) each
+        else:
+            final_h, final_c = final, None
+        return EncoderOutput(annotations=annotations, final_h=final_h, final_c=final_c)
+
+
+class Maxout(nn.Module):
+    """Maxout deep output (Goodfellow et al. 2013), as in Bahdanau et al. 2015 appendix
+    A.2.2 and Cho et al. 2014 appendix A: t̃ = U_o a + V_o b + C_o c (one linear map of the
+    concatenated inputs), t_k = max(t̃_{2k-1}, t̃_{2k}).
+
+    Shapes:
+        x (..., in_size) -> t (..., out_size)
+    """
+
+    def __init__(self, in_size: int, out_size: int, pool: int = 2) -> None:
+        super().__init__()
+        self.linear = nn.Linear(in_size, out_size * pool)  # [U_o V_o C_o] and a bias
+        self.out_size = out_size
+        self.pool = pool
+
+    def forward(self, x: Tensor) -> Tensor:
+        pre = self.linear(x)  # t̃: (..., out_size · pool)
+        pre = pre.view(*x.shape[:-1], self.out_size, self.pool)  # (..., out_size, pool)
+        return pre.amax(dim=-1)  # t_k = max_j t̃_{k,j}: (..., out_size)
+
+
+def init_gaussian_orthogonal(module: nn.Module, std: float = 0.01) -> None:
+    """Bahdanau et al. 2015 appendix B.1 (also Cho et al. 2014 appendix A.1): recurrent
+    matrices random orthogonal, other matrices N(0, std²), biases 0.
+
+    Simplified: the paper draws W_a and U_a from N(0, 0.001²) and sets v_a to zero; here
+    every non-recurrent matrix is N(0, 0.01²) (with v_a = 0 the alignment model gets no
+    gradient on the first update, and a shared rule keeps the attention module opaque).
+    The embedding row of PAD stays zero.
+    """
+    for name, param in module.named_parameters():
+        if param.dim() < 2:
+            nn.init.zeros_(param)
+        elif "weight_hh" in name:
+            for gate in param.data.split(param.shape[1], dim=0):  # one square per gate
+                nn.init.orthogonal_(gate)
+        else:
+            nn.init.normal_(param, mean=0.0, std=std)
+    _zero_padding_rows(module)
+
+
+def init_uniform(module: nn.Module, bound: float = 0.1) -> None:
+    """Luong et al. 2015 §4.1: every parameter uniform in [-0.1, 0.1] (PAD row kept 0)."""
+    for param in module.parameters():
+        nn.init.uniform_(param, -bound, bound)
+    _zero_padding_rows(module)
+
+
+def _zero_padding_rows(module: nn.Module) -> None:
+    with torch.no_grad():
+        for sub in module.modules():
+            if isinstance(sub, nn.Embedding) and sub.padding_idx is not None:
+                sub.weight[sub.padding_idx].zero_()

@@ -1,0 +1,157 @@
+"""RNNsearch (Bahdanau, Cho and Bengio 2015, "Neural Machine Translation by Jointly
+Learning to Align and Translate").
+
+Shapes legend: B batch, S source length, T target length, E embedding width, D hidden
+width (per encoder direction; the decoder's width), L layers, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnmt.attention import Attention, AttentionOutput
+from attnmt.models.base import ModelOutput, check_inputs
+from attnmt.models.encoders import (
+    Maxout,
+    RecurrentEncoder,
+    init_gaussian_orthogonal,
+    rnn_dropout,
+)
+from attnmt.models.rnn import AttentionalRNN, RNNMemory, RNNState, from_layers, to_layers
+
+
+class RNNSearch(AttentionalRNN):
+    """Bahdanau et al. 2015: a bidirectional GRU encoder and an attentional GRU decoder.
+
+    Encoder (§3.2): annotations h_j = [→h_j; ←h_j] (B, S, 2D), over the real tokens only
+    (packed), so the backward GRU starts at each sentence's own last token.
+    Decoder (§3.1, appendix A.2.2), at target step i:
+        e_ij = a(s_{i-1}, h_j)            alignment scores, query s_{i-1} (eq. 6)
+        alpha_ij = softmax_j(e_ij)         weights (eq. 6)
+        c_i = Σ_j alpha_ij h_j             context (eq. 5)
+        s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])  (eq. 4; the context enters the cell)
+        t_i = maxout(W_o [s_i; E y_{i-1}; c_i])  deep output (A.2.2), then W_g t_i -> V
+    with s_0 = tanh(W_s ←h_1) from the backward encoder's first state (A.2.2).
+
+    Simplification, documented: the paper's deep output reads s_{i-1} (A.2.2's
+    t̃_i = U_o s_{i-1} + V_o E y_{i-1} + C_o c_i) while eq. 4 writes p(y_i) = g(y_{i-1}, s_i,
+    c_i); we use s_i, as GroundHog and later implementations do. The maxout has D units
+    (the paper: l = 500 for n = 1000).
+
+    The score is configurable (default `additive`, the paper's v_aᵀ tanh(W_a s_{i-1} + U_a
+    h_j)); its key part (U_a h_j) is computed once per sentence in `encode`. Scope and mode
+    too; local-m's p_i is the target index i. With L layers, encoder and decoder are
+    stacked; the query is the top decoder layer's s_{i-1}, and each layer gets its own s_0.
+
+    Initialisation (appendix B.1): orthogonal recurrent matrices, N(0, 0.01²) elsewhere,
+    zero biases (`init_gaussian_orthogonal`).
+
+    Shapes:
+        src, src_mask (B, S); tgt_in (B, T) -> logits (B, T, V), weights (B, T, S)
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        *,
+        embed_size: int,
+        hidden_size: int,
+        attention: Attention,
+        layers: int = 1,
+        dropout: float = 0.0,
+        hard_eval: str = "argmax",
+    ) -> None:
+        super().__init__(attention, hard_eval)
+        E, D = embed_size, hidden_size
+        if attention.query_dim != D or attention.key_dim != 2 * D:
+            raise ValueError(
+                f"RNNsearch attention needs query_dim={D} (s_{{i-1}}) and key_dim={2 * D} "
+                f"([→h_j; ←h_j]), got {attention.query_dim} and {attention.key_dim}"
+            )
+        self.layers, self.hidden_size = layers, hidden_size
+        self.encoder = RecurrentEncoder(
+            src_vocab_size, E, D, layers, dropout, cell="gru", bidirectional=True
+        )
+        self.init_proj = nn.Linear(D, layers * D)  # W_s in s_0 = tanh(W_s ←h_1), per layer
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, E, padding_idx=0)  # E y
+        self.rnn = nn.GRU(
+            E + 2 * D, D, layers, batch_first=True, dropout=rnn_dropout(dropout, layers)
+        )  # f in s_i = f(s_{i-1}, y_{i-1}, c_i), eq. 4
+        self.readout = Maxout(D + E + 2 * D, D)  # t_i over [s_i; E y_{i-1}; c_i]
+        self.dropout = nn.Dropout(dropout)
+        self.generator = nn.Linear(D, tgt_vocab_size)  # W_o t_i -> scores of y_i
+        init_gaussian_orthogonal(self)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> RNNMemory:
+        """Annotations and their key projection, once per source batch.
+
+        Shapes:
+            src, src_mask (B, S) -> annotations (B, S, 2D), keys (B, S, Dp), mask (B, S)
+        """
+        check_inputs(src, src_mask)
+        annotations = self.encoder(src, src_mask).annotations  # h_j = [→h_j; ←h_j]
+        keys = self.attention.precompute_keys(annotations)  # U_a h_j, once per sentence
+        return RNNMemory(mask=src_mask, annotations=annotations, keys=keys)
+
+    def init_state(self, memory: RNNMemory) -> RNNState:
+        """s_0 = tanh(W_s ←h_1) (Bahdanau appendix A.2.2). Shapes: hidden (B, L, D)."""
+        backward_first = memory.annotations[:, 0, self.hidden_size :]  # ←h_1: (B, D)
+        hidden = torch.tanh(self.init_proj(backward_first))  # (B, L·D)
+        hidden = hidden.view(-1, self.layers, self.hidden_size)  # (B, L, D)
+        return RNNState(hidden=hidden)
+
+    def _advance(
+        self, embedded: Tensor, state: RNNState, memory: RNNMemory
+    ) -> tuple[Tensor, RNNState, AttentionOutput]:
+        """One decoder step i.
+
+        Shapes:
+            embedded (B, 1, E) -> features t_i (B, 1, D), state, attention (T = 1)
+        """
+        query = state.hidden[:, -1:]  # s_{i-1} in Bahdanau eq. 6 (top layer): (B, 1, D)
+        out = self.attend(query, memory, state.step)
+        context = out.context  # c_i, eq. 5: (B, 1, 2D)
+        outputs, hidden = self.rnn(
+            torch.cat([embedded, context], dim=-1), to_layers(state.hidden)
+        )  # s_i, eq. 4: (B, 1, D)
+        features = self.readout(torch.cat([outputs, embedded, context], dim=-1))  # t_i
+        new_state = RNNState(hidden=from_layers(hidden), step=state.step + 1)
+        return self.dropout(features), new_state, out
+
+    def forward(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+    ) -> ModelOutput:
+        """Teacher forcing: the decoder reads BOS + target, step by step.
+
+        Shapes:
+            src, src_mask (B, S); tgt_in (B, T) -> ModelOutput(logits (B, T, V),
+            weights (B, T, S) | None, attn_log_prob (B, T) | None, attn_entropy (B, T) | None)
+        """
+        check_inputs(src, src_mask, tgt_in)
+        memory = self.encode(src, src_mask)
+        state = self.init_state(memory)
+        embedded = self.dropout(self.tgt_embed(tgt_in))  # E y_{i-1}: (B, T, E)
+        features, outs = [], []
+        for i in range(tgt_in.shape[1]):
+            feature, state, out = self._advance(embedded[:, i : i + 1], state, memory)
+            features.append(feature)
+            outs.append(out)
+        logits = self.generator(torch.cat(features, dim=1))  # (B, T, V)
+        weights, log_prob, entropy = self.collect(outs, need_weights)
+        return ModelOutput(logits, weights, log_prob, entropy)
+
+    def step(
+        self,
+        prev_tokens: Tensor,
+        state: RNNState,
+        memory: RNNMemory,
+        *,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, RNNState, Tensor | None]:
+        """Shapes: prev_tokens (B,) -> logits (B, V), weights (B, S) | None."""
+        embedded = self.dropout(self.tgt_embed(prev_tokens)).unsqueeze(1)  # (B, 1, E)
+        features, state, out = self._advance(embedded, state, memory)
+        logits = self.generator(features[:, 0])  # (B, V)
+        return logits, state, out.weights[:, 0] if need_weights else None
