@@ -62,4 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"attnmt {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `attnmt ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
     return int(code or 0)

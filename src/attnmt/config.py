@@ -52,7 +52,7 @@ class DataConfig:
     dev_books: list[str] = field(default_factory=lambda: ["Romans"])
     test_books: list[str] = field(default_factory=lambda: ["John"])
     # Training pairs longer than this many words (either side) are dropped; dev/test never.
-    max_words: int = 80
+    max_words: int = 50
     # For "files"/"tsv": paths of the train/dev/test files or file prefixes.
     train_path: str = ""
     dev_path: str = ""

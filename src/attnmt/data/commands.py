@@ -1,0 +1,150 @@
+"""`attnmt data list | prepare CONFIG | show CONFIG`.
+
+- `list`: every version of the built-in Bible corpus (name, language, year, verses);
+  `--books` lists the book names and numbers usable in `data.dev_books` / `test_books`.
+- `prepare CONFIG`: reads, cleans, splits, trains the subword model and encodes; writes it
+  all into the cache folder and prints the statistics (see `attnmt.data.prepare`).
+- `show CONFIG`: a few examples of each split, as text and as subword pieces; for the
+  gold-alignment corpus also the counts of the test split's gold links.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = sub.add_parser("list", help="the versions of the built-in Bible corpus")
+    listing.add_argument("--books", action="store_true", help="list the books instead")
+    for name, help_text in (
+        ("prepare", "prepare the corpus of a config and print its statistics"),
+        ("show", "print a few tokenized examples of each split"),
+    ):
+        action = sub.add_parser(name, help=help_text, description=help_text)
+        action.add_argument("config", help="experiment YAML file (see configs/)")
+        action.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a config key, e.g. --set data.vocab_size=4000 (repeatable)",
+        )
+        if name == "show":
+            action.add_argument("-n", type=int, default=3, help="examples per split (default 3)")
+        else:
+            action.add_argument("--json", action="store_true", help="print stats as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return _list(args.books)
+    from attnmt.config import load_config
+    from attnmt.data.prepare import prepare
+
+    cfg = load_config(args.config, args.overrides)
+    started = time.perf_counter()
+    data = prepare(cfg.data)
+    seconds = time.perf_counter() - started
+    if args.action == "prepare":
+        if args.json:
+            print(json.dumps(data.stats, ensure_ascii=False, indent=2))
+        else:
+            _print_stats(data.stats, seconds, data.directory)
+        return 0
+    _show(data, args.n)
+    return 0
+
+
+def _list(books: bool) -> int:
+    from attnmt.data import bible
+
+    if books:
+        for number, name in bible.book_names().items():
+            part = "NT" if number >= 40 else "OT"
+            print(f"{number:3d}  {name:<20} {part}")
+        return 0
+    counts = bible.verse_counts()
+    print(f"{'name':<17}{'language':<12}{'year':<6}{'verses':>7}  title")
+    for name, v in bible.versions().items():
+        year = str(v.year) if v.year else "-"
+        print(f"{name:<17}{v.language:<12}{year:<6}{counts[name]:>7}  {v.title}")
+    print(f"{len(counts)} versions; pairs are joined on (book, chapter, verse)")
+    return 0
+
+
+def _print_stats(stats: dict, seconds: float, directory) -> None:
+    pairs = stats["pairs"]
+    cached = " (from cache)" if stats.get("cached") else ""
+    print(f"prepared {stats['corpus']} {stats['src']} -> {stats['tgt']} in {seconds:.1f} s{cached}")
+    print(f"  folder: {directory}")
+    print(f"  pairs: train {pairs['train']:,}  dev {pairs['dev']:,}  test {pairs['test']:,}")
+    if "dev_books" in stats:
+        print(
+            f"  dev books: {', '.join(stats['dev_books'])}; "
+            f"test books: {', '.join(stats['test_books'])}"
+        )
+    for key in ("removed_duplicates", "removed_long"):
+        if key in stats:
+            print(f"  {key.replace('_', ' ')} from train: {stats[key]:,}")
+    if stats.get("extra_references"):
+        print(
+            f"  extra references: {', '.join(stats['extra_references'])} "
+            f"(dev/test have {stats['references']['test']} references)"
+        )
+    if "gold_links" in stats:
+        links = stats["gold_links"]
+        print(f"  gold links: dev {links['dev']:,}  test {links['test']:,}")
+    sizes = stats["vocab_size"]
+    kind = "joint" if stats["joint_vocab"] else "separate"
+    print(f"  vocabulary ({kind}): src {sizes['src']:,}  tgt {sizes['tgt']:,}")
+    for split in ("train", "dev", "test"):
+        if split in stats:
+            s = stats[split]
+            print(
+                f"  {split}: {s['subwords']['src']:,} / {s['subwords']['tgt']:,} subwords, "
+                f"{s['subwords_per_word']['src']} / {s['subwords_per_word']['tgt']} per word, "
+                f"coverage {100 * s['coverage']:.2f}%"
+            )
+    print(
+        f"  padding at {stats['batch_tokens']:,} tokens per batch: "
+        f"{100 * stats['padding_fraction']:.1f}%"
+    )
+
+
+def _show(data, n: int) -> None:
+    vocab = data.vocab
+    for split in ("train", "dev", "test"):
+        examples = data.split(split)
+        print(f"== {split}: {len(examples):,} pairs")
+        for ex in examples[:n]:
+            print(f"[{ex.id}]")
+            print(f"  src: {ex.src}")
+            print(f"  tgt: {ex.tgt}")
+            for k, ref in enumerate(ex.refs, start=2):
+                print(f"  ref{k}: {ref}")
+            print(f"  src pieces ({len(ex.src_ids)}): {' '.join(vocab.src.id_pieces(ex.src_ids))}")
+            print(f"  tgt pieces ({len(ex.tgt_ids)}): {' '.join(vocab.tgt.id_pieces(ex.tgt_ids))}")
+    if data.stats.get("corpus") == "alignments":
+        from attnmt.data import alignments
+
+        gold = alignments.load_gold()
+        parts = alignments.split_by_book(
+            gold.verses,
+            test_books=data.stats.get("test_books") or ["John"],
+            dev_books=data.stats.get("dev_books") or [],
+        )
+        test = parts["test"]
+        links = sum(len(v.links) for v in test)
+        print(
+            f"== gold alignments: {len(gold.verses):,} verses with links, "
+            f"{sum(len(v.links) for v in gold.verses):,} links in all"
+        )
+        print(
+            f"   test split: {len(test):,} verses, {links:,} gold links, "
+            f"{sum(len(v.src) for v in test):,} Greek / {sum(len(v.tgt) for v in test):,} "
+            "English words"
+        )

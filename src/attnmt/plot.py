@@ -1,0 +1,369 @@
+"""Pictures of attention and of BLEU by length, drawn from saved arrays, never a live model.
+
+`heatmap` draws one attention matrix in the style of Bahdanau et al. (2014), Fig. 3: source
+words across the top, target words down the left, one grey cell per weight with 0 black
+and 1 white (the paper's shading, matplotlib's "gray" map on a fixed 0..1 scale, so
+pictures compare across sentences). `heatmap_grid` draws every layer and head of a
+Transformer, `length_curves` BLEU against source length for several runs (Fig. 2).
+`save_arrays` / `load_arrays` keep what a picture needs in a plain `.npz` file, so a run
+directory can redraw it without the model.
+
+Every label stays legible: a cell is `CELL_INCHES` square, so the figure grows with the
+sentence, and the font size is fixed at `FONT_SIZE`. Fonts come from a fallback list
+(`font_families`): DejaVu Sans (Latin, Greek, Cyrillic, Arabic, Hebrew, many symbols),
+then whichever Noto fonts are installed for CJK, Arabic, Hebrew and so on. Characters no
+installed font has are drawn as boxes; instead of matplotlib's per-glyph warnings, one log
+message names them (see `missing_glyphs`). Shaping and right-to-left order are left to
+matplotlib; older versions draw Arabic and Hebrew letters unjoined and left to right.
+SVGs keep their text as text (`svg.fonttype: none`), so they can be searched.
+
+Figures are `matplotlib.figure.Figure` objects drawn without pyplot: no global backend
+switch, no window, nothing left open.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import matplotlib
+import numpy as np
+from matplotlib import font_manager
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ft2font import FT2Font
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+CELL_INCHES = 0.3  # side of one attention cell: ~0.3 in per token keeps 9 pt labels apart
+MIN_INCHES = 2.0  # smallest side of a heatmap, so a two-word sentence is still readable
+FONT_SIZE = 9
+# Tried in order; the first is matplotlib's own and always present.
+FONT_PREFERENCE = (
+    "DejaVu Sans",
+    "Noto Sans",
+    "Noto Sans CJK JP",
+    "Noto Sans CJK SC",
+    "Noto Sans Arabic",
+    "Noto Sans Hebrew",
+    "Noto Sans Devanagari",
+    "Noto Sans Symbols",
+    "Noto Sans Symbols2",
+    "Noto Emoji",
+    "WenQuanYi Zen Hei",
+    "Droid Sans Fallback",
+)
+
+
+# --- fonts ---------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def font_families() -> tuple[str, ...]:
+    """The installed families of `FONT_PREFERENCE`, in order: the font fallback list."""
+    installed = {entry.name for entry in font_manager.fontManager.ttflist}
+    return tuple(name for name in FONT_PREFERENCE if name in installed) or ("DejaVu Sans",)
+
+
+@lru_cache(maxsize=1)
+def _covered_codepoints() -> frozenset[int]:
+    """Every code point some font of `font_families()` has a glyph for."""
+    covered: set[int] = set()
+    for name in font_families():
+        properties = font_manager.FontProperties(family=name)
+        path = font_manager.findfont(properties, fallback_to_default=False)
+        covered.update(FT2Font(path).get_charmap())
+    return frozenset(covered)
+
+
+def missing_glyphs(texts: Sequence[str]) -> list[str]:
+    """The characters of `texts` that no installed font of the fallback list can draw."""
+    covered = _covered_codepoints()
+    chars = {c for text in texts for c in text if not c.isspace()}
+    return sorted(c for c in chars if ord(c) not in covered)
+
+
+def _report_missing(texts: Sequence[str], path_stem: Path) -> None:
+    missing = missing_glyphs(texts)
+    if missing:
+        names = " ".join(f"{c} (U+{ord(c):04X})" for c in missing)
+        log.warning(
+            "%s: no installed font has %s; they are drawn as boxes (install e.g. a Noto "
+            "font for that script)",
+            path_stem,
+            names,
+        )
+
+
+@contextmanager
+def _drawing() -> Iterator[None]:
+    """Local style and warning filters: fallback fonts, text kept as text in SVG."""
+    style = {
+        "font.family": list(font_families()),
+        "font.size": FONT_SIZE,
+        "svg.fonttype": "none",
+        "svg.hashsalt": "attnmt",  # stable ids: the same data gives the same SVG
+    }
+    with matplotlib.rc_context(style), warnings.catch_warnings():
+        # Reported once, by `_report_missing`, instead of once per glyph and per format.
+        warnings.filterwarnings("ignore", r"Glyph \d+ .*missing from", UserWarning)
+        warnings.filterwarnings("ignore", "Matplotlib currently does not support", UserWarning)
+        yield
+
+
+# --- shared pieces -------------------------------------------------------------------------
+
+
+def _to_numpy(weights: np.ndarray | Tensor) -> np.ndarray:
+    if hasattr(weights, "detach"):
+        weights = weights.detach().cpu().float().numpy()
+    return np.asarray(weights, dtype=np.float32)
+
+
+def _check(
+    weights: np.ndarray | Tensor,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    ndim: int,
+    legend: str,
+) -> np.ndarray:
+    """Weights as numpy, after checking their rank and that every row and column has a label."""
+    array = _to_numpy(weights)
+    if array.ndim != ndim:
+        raise ValueError(f"weights must be {legend}, got shape {tuple(array.shape)}")
+    expected = (len(tgt_tokens), len(src_tokens))
+    if array.shape[-2:] != expected:
+        raise ValueError(
+            f"weights {legend} end in (T, S) = {tuple(array.shape[-2:])} but there are "
+            f"{expected[0]} target and {expected[1]} source tokens; expected one label per "
+            "row and column (count the EOS too)"
+        )
+    if 0 in array.shape:
+        raise ValueError(f"weights of shape {tuple(array.shape)} have nothing to draw")
+    return array
+
+
+def _side(tokens: int) -> float:
+    return max(MIN_INCHES, CELL_INCHES * tokens)
+
+
+def _label_inches(tokens: Sequence[str]) -> float:
+    """A generous estimate of the longest label's length at `FONT_SIZE` (~0.1 in a char)."""
+    return 0.1 * max((len(t) for t in tokens), default=0) + 0.2
+
+
+def _draw_matrix(
+    ax: Axes,
+    weights: np.ndarray,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    *,
+    src_labels: bool = True,
+    tgt_labels: bool = True,
+) -> None:
+    """One (T, S) matrix: 0 black, 1 white; source labels on top, target labels on the left."""
+    ax.imshow(weights, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    ax.xaxis.tick_top()
+    text = {"parse_math": False}  # a "$" in a token is a dollar, not mathtext
+    ax.set_xticks(range(len(src_tokens)), list(src_tokens), rotation=90, **text)
+    ax.set_yticks(range(len(tgt_tokens)), list(tgt_tokens), **text)
+    ax.tick_params(length=0, labeltop=src_labels, labelleft=tgt_labels)
+
+
+def _save(fig: Figure, path_stem: Path, formats: Sequence[str], dpi: int) -> list[Path]:
+    """Write `path_stem.<format>` for each format (parents made); tight box keeps all labels."""
+    path_stem = Path(path_stem)
+    path_stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        path = path_stem.with_name(f"{path_stem.name}.{fmt}")
+        fig.savefig(path, format=fmt, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+        paths.append(path)
+    return paths
+
+
+# --- plots ---------------------------------------------------------------------------------
+
+
+def heatmap(
+    weights: np.ndarray | Tensor,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    path_stem: Path,
+    *,
+    title: str | None = None,
+    formats: Sequence[str] = ("png", "svg"),
+    dpi: int = 100,
+) -> list[Path]:
+    """Draw one attention matrix (Bahdanau et al. 2014, Fig. 3); returns the files written.
+
+    Source tokens label the columns (top, rotated 90°), target tokens the rows (left).
+    Cells are shaded on a fixed grey scale, weight 0 black and 1 white, and are
+    `CELL_INCHES` square, so a long sentence gives a larger figure. Files are
+    `path_stem.png`, `path_stem.svg`, ... one per format.
+
+    Shapes:
+        weights: (T, S); src_tokens: S labels; tgt_tokens: T labels
+    """
+    array = _check(weights, src_tokens, tgt_tokens, 2, "(T, S)")
+    _report_missing([*src_tokens, *tgt_tokens, title or ""], Path(path_stem))
+    with _drawing():
+        fig = Figure(figsize=(_side(len(src_tokens)), _side(len(tgt_tokens))))
+        ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
+        _draw_matrix(ax, array, src_tokens, tgt_tokens)
+        if title:
+            ax.set_title(title)
+        return _save(fig, path_stem, formats, dpi)
+
+
+def heatmap_grid(
+    weights: np.ndarray | Tensor,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    path_stem: Path,
+    *,
+    title: str | None = None,
+    formats: Sequence[str] = ("png", "svg"),
+    dpi: int = 100,
+) -> list[Path]:
+    """Draw every layer (rows) and head (columns) of a Transformer's attention.
+
+    Each panel is drawn as by `heatmap`; source words label the top row only, target words
+    the left column only, and each panel is headed "layer l" / "head h" (1-based).
+    `Hypothesis.weights` of the Transformer are (T, L, H, S): pass
+    `weights.permute(1, 2, 0, 3)`.
+
+    Shapes:
+        weights: (L, H, T, S); src_tokens: S labels; tgt_tokens: T labels
+    """
+    array = _check(weights, src_tokens, tgt_tokens, 4, "(L, H, T, S)")
+    layers, heads = array.shape[:2]
+    _report_missing([*src_tokens, *tgt_tokens, title or ""], Path(path_stem))
+    with _drawing():
+        # Panels as `heatmap` draws them, plus room for the outer labels and titles;
+        # constrained layout then keeps titles, head titles and labels from overlapping.
+        width = _side(len(src_tokens)) * heads + _label_inches(tgt_tokens) + 0.5
+        height = _side(len(tgt_tokens)) * layers + _label_inches(src_tokens) + 1.0
+        fig = Figure(figsize=(width, height), layout="constrained")
+        axes = fig.subplots(layers, heads, squeeze=False)
+        for layer in range(layers):
+            for head in range(heads):
+                ax = axes[layer, head]
+                _draw_matrix(
+                    ax,
+                    array[layer, head],
+                    src_tokens,
+                    tgt_tokens,
+                    src_labels=layer == 0,
+                    tgt_labels=head == 0,
+                )
+                if layer == 0:
+                    ax.set_title(f"head {head + 1}")
+                if head == 0:
+                    ax.set_ylabel(f"layer {layer + 1}")
+        if title:
+            fig.suptitle(title)
+        return _save(fig, path_stem, formats, dpi)
+
+
+def length_curves(
+    curves: Mapping[str, Sequence[Mapping[str, Any]]],
+    path_stem: Path,
+    *,
+    metric: str = "bleu",
+    title: str | None = None,
+    formats: Sequence[str] = ("png", "svg"),
+    dpi: int = 100,
+) -> list[Path]:
+    """BLEU (or `metric`) against source length, one line per run (Bahdanau et al. Fig. 2).
+
+    `curves` maps a run name to its `attnmt.evaluate.bleu_by_length` rows. A point sits at
+    its bucket's upper bound (`hi`) and the axis is labelled with the bucket labels, so runs
+    whose empty buckets were left out still line up.
+    """
+    buckets = {int(row["hi"]): str(row["label"]) for rows in curves.values() for row in rows}
+    _report_missing([*curves, title or ""], Path(path_stem))
+    with _drawing():
+        fig = Figure(figsize=(max(6.0, 0.6 * len(buckets)), 4.0), layout="constrained")
+        ax = fig.add_subplot()
+        for name, rows in curves.items():
+            ax.plot([r["hi"] for r in rows], [r[metric] for r in rows], marker="o", label=name)
+        edges = sorted(buckets)
+        ax.set_xticks(edges, [buckets[e] for e in edges], rotation=45 if len(edges) > 8 else 0)
+        ax.set_xlabel("source sentence length (words)")
+        ax.set_ylabel({"bleu": "BLEU", "chrf": "chrF"}.get(metric, metric))
+        ax.grid(alpha=0.3)
+        if curves:
+            ax.legend()
+        if title:
+            ax.set_title(title)
+        return _save(fig, path_stem, formats, dpi)
+
+
+# --- plot data -----------------------------------------------------------------------------
+
+
+@dataclass
+class PlotData:
+    """What a heatmap needs: weights (..., T, S), their labels and free JSON metadata."""
+
+    weights: np.ndarray
+    src_tokens: list[str]
+    tgt_tokens: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def save_arrays(
+    path: Path,
+    weights: np.ndarray | Tensor,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    **meta: Any,
+) -> Path:
+    """Save plot data to a `.npz` file (suffix added if missing); returns the path written.
+
+    Weights are stored as float32; tokens as unicode arrays; `meta` as one JSON string, so
+    loading needs no pickle and runs no code. Meta must be JSON-serialisable.
+
+    Shapes:
+        weights: (T, S) or (L, H, T, S): anything ending in (T, S)
+    """
+    array = _to_numpy(weights)
+    array = _check(array, src_tokens, tgt_tokens, max(array.ndim, 2), "(..., T, S)")
+    try:
+        meta_json = json.dumps(meta, ensure_ascii=False, sort_keys=True)
+    except TypeError as error:
+        raise ValueError(f"plot metadata must be JSON-serialisable: {error}") from None
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_name(path.name + ".npz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(
+        path,
+        weights=array,
+        src_tokens=np.array(list(src_tokens), dtype=str),
+        tgt_tokens=np.array(list(tgt_tokens), dtype=str),
+        meta=np.array(meta_json),
+    )
+    return path
+
+
+def load_arrays(path: Path) -> PlotData:
+    """Read a file written by `save_arrays` (no pickle: `allow_pickle=False`)."""
+    with np.load(Path(path), allow_pickle=False) as data:
+        return PlotData(
+            weights=data["weights"],
+            src_tokens=[str(t) for t in data["src_tokens"]],
+            tgt_tokens=[str(t) for t in data["tgt_tokens"]],
+            meta=json.loads(str(data["meta"])),
+        )

@@ -1,0 +1,115 @@
+"""`prepare` and `attnmt data`: splits, stats, the cache, the CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from attnmt.cli import main
+from attnmt.config import load_config
+from attnmt.data import prepare
+from attnmt.data.prepare import cache_key
+
+
+def _cfg(tmp_path, *overrides):
+    return load_config(None, [f"data.cache_dir={tmp_path / 'cache'}", *overrides])
+
+
+@pytest.fixture(scope="module")
+def bible_data(tmp_path_factory):
+    """The default English->French pair, short verses and a small vocabulary (speed)."""
+    tmp = tmp_path_factory.mktemp("bible")
+    cfg = _cfg(tmp, "data.max_words=12", "data.vocab_size=1000")
+    started = time.perf_counter()
+    data = prepare(cfg.data)
+    return cfg, data, time.perf_counter() - started
+
+
+def test_bible_splits_stats_and_files(bible_data):
+    _, data, _ = bible_data
+    assert data.stats["pairs"] == {"train": len(data.train), "dev": 433, "test": 879}
+    assert {ex.id.split()[0] for ex in data.test} == {"John"}
+    assert {ex.id.split()[0] for ex in data.dev} == {"Romans"}
+    assert data.stats["references"]["test"] == 3  # Segond + Ostervald + Darby
+    assert data.stats["extra_references"] == ["fr-ostervald", "fr-darby"]
+    assert all(len(ex.src.split()) <= 12 for ex in data.train)
+    for name in ("train", "dev", "test"):
+        assert data.stats[name]["coverage"] > 0.999
+        ex = data.split(name)[0]
+        assert data.vocab.src.decode(ex.src_ids) == ex.src
+    assert 0 <= data.stats["padding_fraction"] < 0.2
+    assert (data.directory / "vocab" / "joint.model").is_file()
+    lines = (data.directory / "test.ref3").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 879 and lines[0].startswith("Au commencement")
+
+
+def test_second_prepare_reads_the_cache(bible_data):
+    cfg, data, first = bible_data
+    started = time.perf_counter()
+    again = prepare(cfg.data)
+    assert time.perf_counter() - started < max(5.0, first / 2)
+    assert again.stats.get("cached") is True
+    assert [ex.src_ids for ex in again.test[:20]] == [ex.src_ids for ex in data.test[:20]]
+
+
+def test_cache_key_ignores_where_and_budget_but_not_content(tmp_path):
+    a = load_config(None, ["data.cache_dir=a", "data.batch_tokens=100"]).data
+    b = load_config(None, ["data.cache_dir=b", "data.batch_tokens=200"]).data
+    c = load_config(None, ["data.vocab_size=100"]).data
+    assert cache_key(a) == cache_key(b) != cache_key(c)
+
+
+def test_plain_files_corpus(tmp_path):
+    for split, n in (("train", 30), ("dev", 3)):
+        (tmp_path / f"{split}.en").write_text(
+            "".join(f"the cat number {i} sleeps\n" for i in range(n)), encoding="utf-8"
+        )
+        (tmp_path / f"{split}.fr").write_text(
+            "".join(f"le chat numéro {i} dort\n" for i in range(n)), encoding="utf-8"
+        )
+    cfg = _cfg(
+        tmp_path, "data.corpus=files", "data.src=en", "data.tgt=fr", "data.vocab_size=60",
+        f"data.train_path={tmp_path / 'train'}", f"data.dev_path={tmp_path / 'dev'}",
+    )
+    data = prepare(cfg.data)
+    assert len(data.train) == 30 and len(data.dev) == 3 and data.test == []
+    assert data.vocab.tgt.decode(data.dev[2].tgt_ids) == "le chat numéro 2 dort"
+
+
+def test_synthetic_corpus_uses_the_symbol_vocabulary(tmp_path):
+    cfg = _cfg(tmp_path, "data.corpus=reverse", "data.synthetic_train_size=50")
+    data = prepare(cfg.data)
+    assert data.vocab.src_vocab_size == 55
+    ex = data.train[0]
+    assert ex.tgt.split() == ex.src.split()[::-1]
+
+
+def test_cli_list_prepare_show(tmp_path, capsys, bible_data):
+    assert main(["data", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "fr-segond" in out and "31 versions" in out
+    assert main(["data", "list", "--books"]) == 0
+    assert " 43  John" in capsys.readouterr().out
+    cfg_path = tmp_path / "reverse.yaml"
+    cfg_path.write_text(
+        f"data:\n  corpus: reverse\n  synthetic_train_size: 40\n  cache_dir: {tmp_path}\n",
+        encoding="utf-8",
+    )
+    assert main(["data", "prepare", str(cfg_path)]) == 0
+    assert "pairs: train 40" in capsys.readouterr().out
+    assert main(["data", "prepare", str(cfg_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pairs"]["train"] == 40
+    assert main(["data", "show", str(cfg_path), "-n", "1"]) == 0
+    assert "== test: 1,000 pairs" in capsys.readouterr().out
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    assert main(["data", "prepare", str(tmp_path / "nope.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "Traceback" not in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data:\n  corpus: bibel\n", encoding="utf-8")
+    assert main(["data", "prepare", str(bad), "--set", f"data.cache_dir={tmp_path}"]) == 2
+    assert "unknown data.corpus 'bibel'" in capsys.readouterr().err
