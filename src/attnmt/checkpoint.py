@@ -204,7 +204,11 @@ def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
 
 
 def resolve_checkpoint(path: str | Path, which: str = "latest") -> Path:
-    """A checkpoint directory from itself, a run directory, or a `checkpoints/` directory."""
+    """A checkpoint directory from itself, a run directory, or a `checkpoints/` directory.
+
+    Without a `latest.json` (deleted, say, because it was damaged) the latest is the
+    complete step checkpoint with the highest step.
+    """
     path = Path(path)
     if (path / "state.json").is_file() or (path / "model.safetensors").is_file():
         return path
@@ -216,6 +220,9 @@ def resolve_checkpoint(path: str | Path, which: str = "latest") -> Path:
             except (OSError, ValueError, KeyError, TypeError):
                 raise CheckpointError(f"'{pointer}' is damaged; delete it to resume") from None
             return folder / name
+        steps = sorted(p for p in folder.glob("step-*") if (p / "state.json").is_file())
+        if which == "latest" and steps:
+            return steps[-1]
     if not path.exists():
         raise CheckpointError(f"'{path}' does not exist; give a run directory or a checkpoint")
     raise CheckpointError(f"'{path}' holds no checkpoint; train first or give a checkpoint")
@@ -239,8 +246,8 @@ class CheckpointManager:
             return None
 
     def has_checkpoint(self) -> bool:
-        pointer = self._pointer("latest")
-        return pointer is not None and (self.folder / pointer["checkpoint"]).is_dir()
+        """True once a checkpoint was saved (whether or not `latest.json` is intact)."""
+        return any(p.is_dir() for p in self.folder.glob("step-*"))
 
     @property
     def best_metric(self) -> float | None:
@@ -284,3 +291,8 @@ class CheckpointManager:
         for old in steps[: -self.keep_last]:
             if old.name not in protected:
                 shutil.rmtree(old, ignore_errors=True)
+        # What a process killed while writing left behind (there is one writer: rank 0).
+        for leftover in self.folder.glob(".step-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        for leftover in self.folder.glob(".*.json.*"):
+            leftover.unlink(missing_ok=True)

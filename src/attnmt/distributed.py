@@ -43,11 +43,19 @@ def setup(device: torch.device) -> Context:
     )
 
 
+def _on_backend_device(value: torch.Tensor) -> torch.Tensor:
+    """NCCL reduces GPU tensors only: a CPU tensor goes to this process's GPU first."""
+    if value.device.type == "cpu" and dist.get_backend() == "nccl":
+        return value.to(torch.device("cuda", torch.cuda.current_device()))
+    return value.clone()
+
+
 def all_reduce_sum(value: torch.Tensor, ctx: Context) -> torch.Tensor:
-    """Sum a tensor over every process (identity for one process)."""
+    """Sum a tensor over every process (identity for one process); same device as `value`."""
     if ctx.enabled:
-        value = value.clone()
-        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+        reduced = _on_backend_device(value)
+        dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
+        value = reduced.to(value.device)
     return value
 
 
@@ -55,7 +63,7 @@ def broadcast_flag(flag: bool, ctx: Context) -> bool:
     """True on every process if it is True on rank 0 (e.g. "stop now")."""
     if not ctx.enabled:
         return flag
-    tensor = torch.tensor([1 if flag else 0])
+    tensor = _on_backend_device(torch.tensor([1 if flag else 0]))
     dist.broadcast(tensor, src=0)
     return bool(tensor.item())
 
@@ -65,6 +73,7 @@ def barrier(ctx: Context) -> None:
         dist.barrier()
 
 
-def teardown(ctx: Context) -> None:
-    if ctx.enabled and dist.is_initialized():
+def teardown(ctx: Context | None = None) -> None:
+    """Leave the process group (`ctx` None: whatever `setup` joined, e.g. after a failure)."""
+    if (ctx is None or ctx.enabled) and dist.is_initialized():
         dist.destroy_process_group()

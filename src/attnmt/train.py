@@ -7,6 +7,11 @@ or the user presses Ctrl-C (which saves a checkpoint first). `--resume` continue
 run's latest checkpoint exactly: same weights, optimizer moments, learning rate, random
 state and next batch.
 
+Ctrl-C asks to stop: the step under way is finished, every process agrees on the step to
+stop at, a checkpoint is saved and the run exits (a second Ctrl-C stops at once, still
+saving the last finished step when there is one process). A killed process loses at most
+the steps since its last checkpoint.
+
 The run directory holds everything needed to go on, decode and redraw:
 
     config.yaml      the resolved configuration      vocab/         the subword model(s)
@@ -21,8 +26,12 @@ import json
 import logging
 import math
 import random
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,9 +41,14 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from attnmt import distributed
-from attnmt.checkpoint import CheckpointManager, load_checkpoint, write_json_atomic
+from attnmt.checkpoint import (
+    Checkpoint,
+    CheckpointManager,
+    load_checkpoint,
+    write_json_atomic,
+)
 from attnmt.config import Config, load_config, save_config, to_dict
-from attnmt.errors import UserError
+from attnmt.errors import CheckpointError, UserError
 from attnmt.schedules import build_schedule
 
 log = logging.getLogger("attnmt.train")
@@ -51,6 +65,10 @@ class Progress:
     bad_validations: int = 0
     nonfinite_in_a_row: int = 0
     baseline: float = 0.0  # REINFORCE moving-average baseline (hard attention)
+    # The training loss summed over all processes since the last log line, so that a run
+    # resumed between two log lines logs the same loss as one that was never stopped.
+    window_nll: float = 0.0
+    window_tokens: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -114,7 +132,7 @@ def seed_everything(seed: int) -> None:
 
 
 def _setup_logging(run_dir: Path, is_main: bool) -> None:
-    log.handlers.clear()
+    _close_logging()
     log.propagate = False
     log.setLevel(logging.INFO)
     if not is_main:
@@ -122,6 +140,12 @@ def _setup_logging(run_dir: Path, is_main: bool) -> None:
     handler = logging.FileHandler(run_dir / "train.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
     log.addHandler(handler)
+
+
+def _close_logging() -> None:
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+        handler.close()
 
 
 def _say(message: str, bar: tqdm | None = None) -> None:
@@ -138,6 +162,8 @@ def _check_resumable(cfg: Config, saved: dict[str, Any]) -> None:
     now = to_dict(cfg)
     for section in ("data", "model"):
         for key, value in saved.get(section, {}).items():
+            if (section, key) == ("data", "cache_dir"):  # where the data is cached, not what
+                continue
             if now[section].get(key) != value:
                 raise UserError(
                     f"cannot resume: {section}.{key} is {now[section].get(key)!r} but the run "
@@ -296,11 +322,14 @@ class Run:
             )
         if resume and not self.checkpoints.has_checkpoint():
             raise UserError(f"nothing to resume: '{self.run_dir}' has no checkpoint yet")
+        # Read and check the checkpoint to resume from before spending time on the data.
+        checkpoint = load_checkpoint(self.run_dir) if resume else None
+        if checkpoint is not None:
+            _check_resumable(cfg, checkpoint.state.get("config", {}))
         if self.ctx.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         distributed.barrier(self.ctx)
         _setup_logging(self.run_dir, self.ctx.is_main)
-        seed_everything(cfg.train.seed + self.ctx.rank)
 
         # Rank 0 prepares (and caches) the data first; the others then read the cache.
         if self.ctx.is_main:
@@ -309,6 +338,9 @@ class Run:
         if not self.ctx.is_main:
             self.data = prepare(cfg.data, progress=False)
         vocab = self.data.vocab
+        # Seeded after the data, so a run that prepares it and one that reads the cache
+        # start from the same random state.
+        seed_everything(cfg.train.seed + self.ctx.rank)
         self.model = build_model(cfg.model, vocab.src_vocab_size, vocab.tgt_vocab_size)
         self.model.to(self.device)
         self.optimizer = build_optimizer(cfg, self.model)
@@ -324,11 +356,13 @@ class Run:
             world_size=self.ctx.world_size,
         )
         self.progress = Progress()
-        if resume:
-            self._restore()
+        if checkpoint is not None:
+            self._restore(checkpoint)
         elif self.ctx.is_main:
             save_config(cfg, self.run_dir / "config.yaml")
             vocab.save(self.run_dir / "vocab")
+            # A fresh run: drop the log lines of an earlier attempt that saved no checkpoint.
+            (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
         self.ddp = self.model
         if self.ctx.enabled:
             self.ddp = torch.nn.parallel.DistributedDataParallel(self.model)
@@ -346,26 +380,50 @@ class Run:
             ) from None
         return SummaryWriter(str(self.run_dir / "tensorboard"))
 
-    def _restore(self) -> None:
-        ck = load_checkpoint(self.run_dir)
-        _check_resumable(self.cfg, ck.state.get("config", {}))
-        self.model.load_state_dict(ck.model)
-        if ck.optimizer is not None:
-            self.optimizer.load_state_dict(ck.optimizer)
-        self.schedule.load_state_dict(ck.state["schedule"])
-        self.batcher.load_state_dict(ck.state["batcher"][self.ctx.rank])
-        saved = ck.state["progress"]
-        self.progress = Progress(**saved)
-        random.setstate(_tuple(ck.state["python_rng"][self.ctx.rank]))
-        torch.set_rng_state(ck.tensors[f"rng_torch.{self.ctx.rank}"])
+    def _restore(self, ck: Checkpoint) -> None:
+        state, rank = ck.state, self.ctx.rank
+        batchers = state.get("batcher")
+        if isinstance(batchers, list) and len(batchers) != self.ctx.world_size:
+            raise UserError(
+                f"cannot resume: the run was trained with {len(batchers)} process(es) and this "
+                f"is {self.ctx.world_size}; start it with the same number (torchrun "
+                "--nproc_per_node), or set train.run_dir to a new directory"
+            )
+        try:
+            self.batcher.load_state_dict(batchers[rank])
+        except ValueError as err:
+            raise UserError(
+                f"cannot resume: the training batches would differ from the run's ({err}); "
+                "set train.seed back to the value in the run's config.yaml, or set "
+                "train.run_dir to a new directory"
+            ) from None
+        except (TypeError, IndexError, KeyError) as err:
+            raise _unusable(ck.path, err) from None
+        try:
+            self.model.load_state_dict(ck.model)
+            if ck.optimizer is not None:
+                self.optimizer.load_state_dict(ck.optimizer)
+            self.schedule.load_state_dict(state["schedule"])
+            self.progress = Progress(**state["progress"])
+            _set_rng_state(
+                state["python_rng"][rank],
+                ck.tensors[f"rng_torch.{rank}"],
+                ck.tensors.get(f"rng_cuda.{rank}"),
+                self.device,
+            )
+        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as err:
+            raise _unusable(ck.path, err) from None
         if self.ctx.is_main:
             save_config(self.cfg, self.run_dir / "config.yaml")
+            # Lines logged after the checkpoint (by a killed run) are logged again below.
+            _trim_metrics(self.run_dir / "metrics.jsonl", ck.step)
 
     def save(self, *, metric: float | None = None) -> Path | None:
         """Checkpoint (all ranks take part: every rank's batcher and RNG state is kept)."""
         batcher_states = _gather(self.batcher.state_dict(), self.ctx)
         python_rng = _gather(list(random.getstate()), self.ctx)
         torch_rng = _gather(torch.get_rng_state(), self.ctx)
+        cuda_rng = _gather(_cuda_rng_state(self.device), self.ctx)
         if not self.ctx.is_main:
             return None
         state = {
@@ -378,6 +436,7 @@ class Run:
             "vocab_sizes": [self.data.vocab.src_vocab_size, self.data.vocab.tgt_vocab_size],
         }
         tensors = {f"rng_torch.{rank}": rng for rank, rng in enumerate(torch_rng)}
+        tensors.update({f"rng_cuda.{r}": rng for r, rng in enumerate(cuda_rng) if rng is not None})
         return self.checkpoints.save(
             self.progress.step,
             metric=metric,
@@ -398,8 +457,44 @@ class Run:
                     self.writer.add_scalar(f"{event['type']}/{key}", value, event["step"])
 
 
+def _unusable(path: Path, err: Exception) -> CheckpointError:
+    detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+    return CheckpointError(
+        f"'{path}' cannot be resumed from: it is incomplete or damaged "
+        f"({err.__class__.__name__}: {detail}); delete it to resume from an earlier one"
+    )
+
+
+def _trim_metrics(path: Path, step: int) -> None:
+    """Keep the lines of `path` up to `step` (and drop a line cut short by a crash)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("step"), int) and event["step"] <= step:
+            kept.append(line + "\n")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(kept), encoding="utf-8")
+    tmp.replace(path)
+
+
 def _tuple(value: Any) -> Any:
     return tuple(_tuple(v) for v in value) if isinstance(value, list) else value
+
+
+def _cuda_rng_state(device: torch.device) -> torch.Tensor | None:
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+
+def _set_rng_state(python: Any, torch_state: torch.Tensor, cuda_state, device) -> None:
+    random.setstate(_tuple(python))
+    torch.set_rng_state(torch_state)
+    if cuda_state is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(cuda_state, device)
 
 
 def _gather(value: Any, ctx) -> list[Any]:
@@ -423,13 +518,62 @@ def _limit_reached(run: Run) -> str | None:
 
 def train(cfg: Config, *, resume: bool = False, progress: bool = True) -> TrainResult:
     """Train the experiment `cfg`; see the module docstring."""
-    run = Run(cfg, resume=resume, progress=progress)
+    try:
+        run = Run(cfg, resume=resume, progress=progress)
+    except BaseException:
+        _close_logging()
+        distributed.teardown()
+        raise
     try:
         return _loop(run, progress)
     finally:
         if run.writer is not None:
             run.writer.close()
+        _close_logging()
         distributed.teardown(run.ctx)
+
+
+class _CtrlC:
+    """Ctrl-C (SIGINT) while training.
+
+    The first one only sets `requested`: the step under way finishes and the loop stops
+    after it, on every process at the same step, with a checkpoint. A second one raises
+    KeyboardInterrupt at once, unless it comes during `update()` (the weight update, never
+    cut in half), where it counts as the first. Until the update, `rewind_to` holds the
+    state from before the step, which a step cut short is rolled back to.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.rewind_to: tuple | None = None
+        self._updating = False
+        self._installed = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            previous = self._previous if self._previous is not None else signal.SIG_DFL
+            signal.signal(signal.SIGINT, previous)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and not self._updating:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    @contextmanager
+    def update(self) -> Iterator[None]:
+        self._updating = True
+        try:
+            yield
+            self.rewind_to = None  # the step is done: nothing to roll back any more
+        finally:
+            self._updating = False
 
 
 def _loop(run: Run, show_progress: bool) -> TrainResult:
@@ -450,86 +594,41 @@ def _loop(run: Run, show_progress: bool) -> TrainResult:
         f"{cfg.train.precision}; run directory {run.run_dir}",
         bar,
     )
-    window_nll, window_tokens, window_start = 0.0, 0, time.perf_counter()
+    window_start = time.perf_counter()
     last_valid: dict[str, Any] | None = None
     stopped = _limit_reached(run)
     batches = iter(run.batcher)
     run.ddp.train()
     last_saved = p.step
-    try:
-        while stopped is None:
-            started = time.perf_counter()
-            batch = _to(next(batches), run.device)
-            run.optimizer.zero_grad(set_to_none=True)
-            loss, stats = batch_loss(run.ddp, batch, cfg, ctx, p)
-            finite = _all_finite(loss, ctx)
-            if finite:
-                loss.backward()
-                if cfg.train.clip_norm > 0:
-                    params = run.model.parameters()
-                    norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_norm)
-                    finite = bool(torch.isfinite(norm))
-            if not finite:
-                p.nonfinite_in_a_row += 1
-                _say(f"warning: non-finite loss at step {p.step + 1}; batch skipped", bar)
-                if p.nonfinite_in_a_row >= cfg.train.max_nonfinite:
-                    raise UserError(
-                        f"training stopped: {p.nonfinite_in_a_row} non-finite losses in a row "
-                        f"at step {p.step + 1}; lower train.lr or use train.precision=fp32 "
-                        f"(the last good checkpoint is kept in {run.run_dir / 'checkpoints'})"
-                    )
-                continue
-            p.nonfinite_in_a_row = 0
-            run.optimizer.step()
-            lr = run.schedule.step()
-            p.step += 1
-            p.elapsed += time.perf_counter() - started
-            window_nll += stats["nll_sum"]
-            window_tokens += stats["tokens"]
-            bar.update(1)
-            if p.step % cfg.train.log_every == 0:
-                seconds = time.perf_counter() - window_start
-                tokens = int(distributed.all_reduce_sum(torch.tensor(float(window_tokens)), ctx))
-                train_loss = window_nll / max(1, window_tokens)
-                event = {
-                    "type": "train",
-                    "step": p.step,
-                    "loss": round(train_loss, 4),
-                    "lr": lr,
-                    "tokens_per_s": round(tokens / max(seconds, 1e-9), 1),
-                    "epoch": run.batcher.epoch,
-                    "elapsed": round(p.elapsed, 1),
-                }
-                run.record(event)
-                if bar.disable and show_progress:
-                    _say(
-                        f"step {p.step}: loss {train_loss:.3f} lr {lr:.2e} "
-                        f"{event['tokens_per_s']:.0f} tok/s epoch {run.batcher.epoch}",
-                        None,
-                    )
-                bar.set_postfix(
-                    loss=f"{train_loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{event['tokens_per_s']:.0f}"
-                )
-                window_nll, window_tokens, window_start = 0.0, 0, time.perf_counter()
-            stopped = _limit_reached(run)
-            if p.step % cfg.train.validate_every == 0 or stopped is not None:
-                last_valid = _validate_and_save(run, bar)
-                last_saved = p.step
-                if cfg.train.patience and p.bad_validations >= cfg.train.patience:
-                    stopped = stopped or "early_stopping"
-                # Validation time does not count against the time budget or the window rate.
-                window_start = time.perf_counter()
-            elif p.step % cfg.train.checkpoint_every == 0:
-                run.save()
-                last_saved = p.step
-            stopped = _sync_stop(stopped, ctx)
-    except KeyboardInterrupt:
-        bar.close()
-        if p.step > last_saved:
-            path = run.save()
-            _say(f"interrupted at step {p.step}; checkpoint saved to {path}", None)
-        _say("resume with: attnmt train CONFIG --resume", None)
-        return TrainResult(run.run_dir, p.step, p.elapsed, last_valid, p.best, "interrupted")
+    with _CtrlC() as ctrl_c:
+        try:
+            while stopped is None:
+                ctrl_c.rewind_to = _snapshot(run)
+                lr = _train_step(run, batches, ctrl_c, bar)
+                if lr is None:  # a non-finite loss: the batch was skipped
+                    continue
+                bar.update(1)
+                if p.step % cfg.train.log_every == 0:
+                    _log_train(run, bar, lr, time.perf_counter() - window_start, show_progress)
+                    window_start = time.perf_counter()
+                # Decided together before validating: every process must take part in it.
+                stopped, interrupted = _sync_stop(_limit_reached(run), ctrl_c.requested, ctx)
+                if p.step % cfg.train.validate_every == 0 or stopped is not None:
+                    last_valid = _validate_and_save(run, bar)
+                    last_saved = p.step
+                    if cfg.train.patience and p.bad_validations >= cfg.train.patience:
+                        stopped = stopped or "early_stopping"
+                    # Validation time does not count against the time budget or the rate.
+                    window_start = time.perf_counter()
+                elif p.step % cfg.train.checkpoint_every == 0:
+                    run.save()
+                    last_saved = p.step
+                if interrupted and stopped is None:
+                    return _interrupted(run, bar, last_saved, last_valid, at_once=False)
+        except KeyboardInterrupt:
+            if ctrl_c.rewind_to is not None:  # cut short before its update: undo its start
+                _rewind(run, ctrl_c.rewind_to)
+            return _interrupted(run, bar, last_saved, last_valid, at_once=True)
     bar.close()
     _say(
         f"stopped ({stopped}) at step {p.step} after {p.elapsed / 60:.1f} min; "
@@ -539,19 +638,119 @@ def _loop(run: Run, show_progress: bool) -> TrainResult:
     return TrainResult(run.run_dir, p.step, p.elapsed, last_valid, p.best, stopped)
 
 
-def _all_finite(loss: torch.Tensor, ctx) -> bool:
-    """True when the loss is finite on every process (all skip a batch together)."""
-    finite = torch.tensor(float(torch.isfinite(loss.detach()).item()))
-    return bool(distributed.all_reduce_sum(finite, ctx).item() == ctx.world_size)
+def _train_step(run: Run, batches: Iterator, ctrl_c: _CtrlC, bar: tqdm) -> float | None:
+    """One optimizer step on the next batch; its learning rate, or None if the batch was
+    skipped for a non-finite loss or gradient (all processes skip it together)."""
+    cfg, p, ctx = run.cfg, run.progress, run.ctx
+    started = time.perf_counter()
+    batch = _to(next(batches), run.device)
+    run.optimizer.zero_grad(set_to_none=True)
+    loss, stats = batch_loss(run.ddp, batch, cfg, ctx, p)
+    finite, nll_sum, tokens = _step_totals(loss, stats, ctx)
+    if finite:
+        loss.backward()
+        if cfg.train.clip_norm > 0:
+            norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.train.clip_norm)
+            finite = bool(torch.isfinite(norm))
+    if not finite:
+        ctrl_c.rewind_to = None  # skipped for good, as it would be without a Ctrl-C
+        p.nonfinite_in_a_row += 1
+        _say(f"warning: non-finite loss at step {p.step + 1}; batch skipped", bar)
+        if p.nonfinite_in_a_row >= cfg.train.max_nonfinite:
+            bar.close()
+            raise UserError(
+                f"training stopped: {p.nonfinite_in_a_row} non-finite losses in a row at step "
+                f"{p.step + 1}; lower train.lr or use train.precision=fp32 (the last good "
+                f"checkpoint is kept in {run.run_dir / 'checkpoints'})"
+            )
+        return None
+    with ctrl_c.update():
+        run.optimizer.step()
+        lr = run.schedule.step()
+        p.step += 1
+        p.nonfinite_in_a_row = 0
+    p.elapsed += time.perf_counter() - started
+    p.window_nll += nll_sum
+    p.window_tokens += tokens
+    return lr
 
 
-def _sync_stop(stopped: str | None, ctx) -> str | None:
-    """Rank 0 decides when to stop (its clock); the others follow."""
+def _log_train(run: Run, bar: tqdm, lr: float, seconds: float, show_progress: bool) -> None:
+    p = run.progress
+    train_loss = p.window_nll / max(1, p.window_tokens)
+    event = {
+        "type": "train",
+        "step": p.step,
+        "loss": round(train_loss, 4),
+        "lr": lr,
+        "tokens_per_s": round(p.window_tokens / max(seconds, 1e-9), 1),
+        "epoch": run.batcher.epoch,
+        "elapsed": round(p.elapsed, 1),
+    }
+    run.record(event)
+    if bar.disable and show_progress:
+        _say(
+            f"step {p.step}: loss {train_loss:.3f} lr {lr:.2e} "
+            f"{event['tokens_per_s']:.0f} tok/s epoch {run.batcher.epoch}",
+            None,
+        )
+    bar.set_postfix(loss=f"{train_loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{event['tokens_per_s']:.0f}")
+    p.window_nll, p.window_tokens = 0.0, 0
+
+
+def _interrupted(
+    run: Run, bar: tqdm, last_saved: int, last_valid: dict[str, Any] | None, *, at_once: bool
+) -> TrainResult:
+    """Save the last finished step (unless it is saved) and say how to go on."""
+    p = run.progress
+    bar.close()
+    if p.step == last_saved:
+        _say(f"interrupted at step {p.step}, which is saved", None)
+    elif at_once and run.ctx.enabled:
+        # The other processes may be anywhere in their step: no collective save.
+        _say(f"interrupted at step {p.step}; no checkpoint after step {last_saved}", None)
+    else:
+        path = run.save()
+        _say(f"interrupted at step {p.step}; checkpoint saved to {path}", None)
+    _say("resume with: attnmt train CONFIG --resume", None)
+    return TrainResult(run.run_dir, p.step, p.elapsed, last_valid, p.best, "interrupted")
+
+
+def _snapshot(run: Run) -> tuple:
+    """What a step changes before its update (batcher, random states, REINFORCE baseline)."""
+    return (
+        run.batcher.state_dict(),
+        random.getstate(),
+        torch.get_rng_state(),
+        _cuda_rng_state(run.device),
+        run.progress.baseline,
+    )
+
+
+def _rewind(run: Run, snapshot: tuple) -> None:
+    batcher, python, torch_state, cuda_state, baseline = snapshot
+    run.batcher.load_state_dict(batcher)
+    _set_rng_state(python, torch_state, cuda_state, run.device)
+    run.progress.baseline = baseline
+
+
+def _step_totals(loss: torch.Tensor, stats: dict, ctx) -> tuple[bool, float, int]:
+    """Whether the loss is finite on every process (all skip a batch together), and the
+    summed loss and target tokens of the global batch (one collective for the three)."""
+    finite = float(torch.isfinite(loss.detach()).item())
+    local = torch.tensor([finite, stats["nll_sum"], stats["tokens"]], dtype=torch.float64)
+    total = distributed.all_reduce_sum(local, ctx)
+    return bool(total[0].item() == ctx.world_size), float(total[1]), int(total[2])
+
+
+def _sync_stop(stopped: str | None, interrupted: bool, ctx) -> tuple[str | None, bool]:
+    """Rank 0 decides when a limit is reached (its clock); a Ctrl-C on any process stops all."""
     if not ctx.enabled:
-        return stopped
-    if distributed.broadcast_flag(stopped is not None, ctx):
-        return stopped or "max_minutes"
-    return None
+        return stopped, interrupted
+    local = [float(ctx.is_main and stopped is not None), float(interrupted)]
+    flags = distributed.all_reduce_sum(torch.tensor(local), ctx)
+    stopped = (stopped or "max_minutes") if flags[0].item() > 0 else None
+    return stopped, bool(flags[1].item() > 0)
 
 
 def _validate_and_save(run: Run, bar: tqdm) -> dict[str, Any] | None:

@@ -1,0 +1,475 @@
+"""Training: exact resume, Ctrl-C, a killed process, non-finite losses, refusals, seeding.
+
+Every run trains a tiny RNNsearch on the synthetic reverse task for 10 steps (well under a
+second). One uninterrupted run, made once, is the reference the interrupted ones must
+reproduce: the same metrics.jsonl (timings aside) and bitwise the same weights, optimizer
+moments, schedule and data position.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import attnmt.train as train_module
+from attnmt.checkpoint import load_checkpoint
+from attnmt.cli import main
+from attnmt.config import load_config
+from attnmt.errors import CheckpointError, UserError
+from attnmt.schedules import NoamSchedule
+from attnmt.train import train
+
+# 40 examples of length <= 6 at 64 tokens a batch: about 5 batches an epoch, so 10 steps
+# cross epochs. Dropout draws random numbers and noam changes the rate every step, so a
+# resumed run only matches if the random state and the schedule came back too.
+TINY = [
+    "data.corpus=reverse",
+    "data.synthetic_train_size=40",
+    "data.synthetic_max_len=6",
+    "data.batch_tokens=64",
+    "model.embed_size=8",
+    "model.hidden_size=16",
+    "model.dropout=0.1",
+    "train.device=cpu",
+    "train.max_steps=10",
+    "train.log_every=2",
+    "train.checkpoint_every=3",
+    "train.validate_every=4",
+    "train.keep_last=2",
+    "train.valid_sentences=5",
+    "train.valid_examples=1",
+    "train.schedule=noam",
+    "train.warmup_steps=4",
+    "train.lr=0.01",
+    "train.early_stopping_metric=loss",
+]
+TIMINGS = ("tokens_per_s", "elapsed")  # the only fields that may differ between runs
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: on a shared 2-core machine threads cost more than they give."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("data-cache")
+
+
+def overrides(run_dir: Path, cache: Path, *extra: str) -> list[str]:
+    return [*TINY, f"data.cache_dir={cache}", f"train.run_dir={run_dir}", *extra]
+
+
+def tiny(run_dir: Path, cache: Path, *extra: str):
+    return load_config(None, overrides(run_dir, cache, *extra))
+
+
+def curve(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    events = [json.loads(line) for line in lines]
+    return [{k: v for k, v in event.items() if k not in TIMINGS} for event in events]
+
+
+def assert_same_final_state(run_dir: Path, reference: Path) -> None:
+    """Bitwise the same weights, optimizer state, schedule, data position and counters."""
+    ours, theirs = load_checkpoint(run_dir), load_checkpoint(reference)
+    assert ours.step == theirs.step
+    assert ours.model.keys() == theirs.model.keys()
+    for name, tensor in ours.model.items():
+        assert torch.equal(tensor, theirs.model[name]), name
+    for index, state in ours.optimizer["state"].items():
+        for name, value in state.items():
+            assert torch.equal(value, theirs.optimizer["state"][index][name]), (index, name)
+    for key in ("schedule", "batcher", "python_rng"):
+        assert ours.state[key] == theirs.state[key], key
+    drop = {"elapsed"}
+    progress = {k: v for k, v in ours.state["progress"].items() if k not in drop}
+    assert progress == {k: v for k, v in theirs.state["progress"].items() if k not in drop}
+    assert torch.equal(ours.tensors["rng_torch.0"], theirs.tensors["rng_torch.0"])
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, cache) -> Path:
+    """An uninterrupted run of the tiny config (never modified by the tests)."""
+    run_dir = tmp_path_factory.mktemp("reference") / "run"
+    result = train(tiny(run_dir, cache), progress=False)
+    assert result.stopped_because == "max_steps" and result.step == 10
+    return run_dir
+
+
+def copy_run(reference: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(reference, tmp_path / "run"))
+
+
+def on_call(monkeypatch, number: int, action) -> None:
+    """Run `action()` inside the `number`-th call of batch_loss, after its forward pass."""
+    real = train_module.batch_loss
+    calls = {"n": 0}
+
+    def patched(*args, **kwargs):
+        result = real(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == number:
+            action()
+        return result
+
+    monkeypatch.setattr(train_module, "batch_loss", patched)
+
+
+# ------------------------------------------------------------------------------------
+# Seeds, files, progress lines
+# ------------------------------------------------------------------------------------
+
+
+def test_same_seed_gives_the_same_run_another_seed_another(reference, cache, tmp_path, capsys):
+    again = train(tiny(tmp_path / "again", cache), progress=True)
+    assert again.step == 10
+    assert curve(tmp_path / "again") == curve(reference)
+    assert_same_final_state(tmp_path / "again", reference)
+    # stderr is not a terminal here: no bar, but a line every log_every steps.
+    err = capsys.readouterr().err
+    assert "step 2: loss" in err and "step 10: loss" in err and "step 3: loss" not in err
+    assert "\r" not in err and "it/s" not in err
+
+    train(tiny(tmp_path / "other", cache, "train.seed=2"), progress=False)
+    losses = [e["loss"] for e in curve(tmp_path / "other") if e["type"] == "train"]
+    assert losses != [e["loss"] for e in curve(reference) if e["type"] == "train"]
+
+
+def test_run_directory_holds_safetensors_json_and_the_best_and_last_checkpoints(reference):
+    checkpoints = reference / "checkpoints"
+    steps = sorted(p.name for p in checkpoints.iterdir() if p.is_dir())
+    best = json.loads((checkpoints / "best.json").read_text())
+    latest = json.loads((checkpoints / "latest.json").read_text())
+    assert latest == {"checkpoint": "step-00000010", "step": 10}
+    # keep_last=2 (steps 9 and 10) plus the best, by dev loss (validated at 4, 8, 10).
+    assert best["step"] in (4, 8, 10)
+    assert set(steps) == {"step-00000009", "step-00000010", best["checkpoint"]}
+    for name in steps:
+        files = sorted(p.name for p in (checkpoints / name).iterdir())
+        assert files == ["model.safetensors", "optimizer.safetensors", "state.json"]
+        assert json.loads((checkpoints / name / "state.json").read_text())["step"] == int(name[5:])
+    assert not [p for p in checkpoints.iterdir() if p.name.startswith(".")]  # no temp files
+    events = curve(reference)
+    assert [e["step"] for e in events if e["type"] == "train"] == [2, 4, 6, 8, 10]
+    assert [e["step"] for e in events if e["type"] == "valid"] == [4, 8, 10]
+    assert (reference / "config.yaml").is_file() and (reference / "train.log").is_file()
+
+
+# ------------------------------------------------------------------------------------
+# Ctrl-C and --resume
+# ------------------------------------------------------------------------------------
+
+
+def _raise_keyboard_interrupt():
+    raise KeyboardInterrupt
+
+
+def _ctrl_c_twice():
+    signal.raise_signal(signal.SIGINT)  # asks to stop after this step...
+    signal.raise_signal(signal.SIGINT)  # ...and the second stops at once
+
+
+@pytest.mark.parametrize(
+    ("call", "action"),
+    [
+        # Ctrl-C during the forward pass of step 6: step 6 is undone (its batch and random
+        # numbers are served again on resume) and step 5 is saved.
+        (6, _raise_keyboard_interrupt),
+        (6, _ctrl_c_twice),
+        # One Ctrl-C during step 5: the step is finished first, then saved.
+        (5, lambda: signal.raise_signal(signal.SIGINT)),
+    ],
+    ids=["KeyboardInterrupt", "ctrl-c-twice", "ctrl-c"],
+)
+def test_ctrl_c_saves_and_resume_matches_an_uninterrupted_run(
+    reference, cache, tmp_path, monkeypatch, capsys, call, action
+):
+    run_dir = tmp_path / "run"
+    on_call(monkeypatch, call, action)
+    handler = signal.getsignal(signal.SIGINT)
+    result = train(tiny(run_dir, cache), progress=False)
+    assert signal.getsignal(signal.SIGINT) is handler  # the loop's handler is gone again
+    assert result.stopped_because == "interrupted" and result.step == 5
+    assert load_checkpoint(run_dir).step == 5
+    # Step 5 is between two log lines: its loss waits in the checkpoint for the line at 6.
+    assert load_checkpoint(run_dir).state["progress"]["window_tokens"] > 0
+    assert "interrupted at step 5; checkpoint saved" in capsys.readouterr().err
+    monkeypatch.undo()
+
+    with pytest.raises(UserError, match="already has checkpoints; add --resume"):
+        train(tiny(run_dir, cache), progress=False)
+    resumed = train(tiny(run_dir, cache), resume=True, progress=False)
+    assert resumed.stopped_because == "max_steps" and resumed.step == 10
+    assert curve(run_dir) == curve(reference)
+    assert_same_final_state(run_dir, reference)
+
+
+def test_a_second_ctrl_c_waits_for_the_weight_update_to_finish(
+    reference, cache, tmp_path, monkeypatch
+):
+    # Ctrl-C during step 6's forward pass, and again inside its update (after the optimizer
+    # step, before the schedule's): the update is not cut in half, step 6 is finished
+    # (logged, checkpointed) as after a single Ctrl-C.
+    on_call(monkeypatch, 6, lambda: signal.raise_signal(signal.SIGINT))
+    real_step = NoamSchedule.step
+    calls = {"n": 0}
+
+    def schedule_step(self):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            signal.raise_signal(signal.SIGINT)
+        return real_step(self)
+
+    monkeypatch.setattr(NoamSchedule, "step", schedule_step)
+    run_dir = tmp_path / "run"
+    result = train(tiny(run_dir, cache), progress=False)
+    assert result.stopped_because == "interrupted" and result.step == 6
+    assert load_checkpoint(run_dir).step == 6
+    monkeypatch.undo()
+    train(tiny(run_dir, cache), resume=True, progress=False)
+    assert curve(run_dir) == curve(reference)
+    assert_same_final_state(run_dir, reference)
+
+
+def test_ctrl_c_on_a_saved_step_saves_nothing_more(cache, tmp_path, monkeypatch, capsys):
+    on_call(monkeypatch, 3, lambda: signal.raise_signal(signal.SIGINT))  # 3: a checkpoint
+    result = train(tiny(tmp_path / "run", cache), progress=False)
+    assert result.stopped_because == "interrupted" and result.step == 3
+    assert "interrupted at step 3, which is saved" in capsys.readouterr().err
+    assert load_checkpoint(tmp_path / "run").step == 3
+
+
+def test_cli_exits_130_on_ctrl_c(cache, tmp_path, monkeypatch, capsys):
+    on_call(monkeypatch, 2, lambda: signal.raise_signal(signal.SIGINT))
+    config = tmp_path / "empty.yaml"
+    config.write_text("{}\n")
+    sets = [f"--set={o}" for o in overrides(tmp_path / "run", cache)]
+    assert main(["train", str(config), "--quiet", *sets]) == 130
+    assert "resume with: attnmt train CONFIG --resume" in capsys.readouterr().err
+    assert load_checkpoint(tmp_path / "run").step == 2
+
+
+KILLED_RUN = """
+import json, os, signal, sys
+import attnmt.checkpoint as checkpoint
+from attnmt.config import load_config
+from attnmt.train import train
+
+real_save_file = checkpoint.save_file
+
+def save_file(tensors, filename, metadata=None):
+    real_save_file(tensors, filename, metadata=metadata)
+    # Killed in the middle of writing the checkpoint of step 6: weights on disk, not yet
+    # the optimizer state, nothing renamed into place.
+    if ".step-00000006." in filename and filename.endswith("model.safetensors"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+checkpoint.save_file = save_file
+train(load_config(None, json.loads(sys.argv[1])), progress=False)
+"""
+
+
+def test_killed_process_loses_at_most_one_interval_and_resumes_exactly(reference, cache, tmp_path):
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_RUN, json.dumps(overrides(run_dir, cache))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    checkpoints = run_dir / "checkpoints"
+    # The checkpoint being written is not there (only its hidden temporary folder); the
+    # latest is the one before, within one checkpoint interval (3 steps).
+    assert not (checkpoints / "step-00000006").exists()
+    assert [p.name[:15] for p in checkpoints.glob(".step-*")] == [".step-00000006."]
+    assert load_checkpoint(run_dir).step == 4
+    # The killed run logged past its checkpoint (steps 6 and later are logged again).
+    assert max(e["step"] for e in curve(run_dir)) == 6
+
+    resumed = train(tiny(run_dir, cache), resume=True, progress=False)
+    assert resumed.step == 10
+    assert curve(run_dir) == curve(reference)
+    assert_same_final_state(run_dir, reference)
+    assert not list(checkpoints.glob(".step-*"))  # the next save cleaned up
+
+
+# ------------------------------------------------------------------------------------
+# Non-finite losses
+# ------------------------------------------------------------------------------------
+
+
+def nan_loss_on(monkeypatch, bad_calls) -> None:
+    real = train_module.batch_loss
+    calls = {"n": 0}
+
+    def patched(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        calls["n"] += 1
+        if bad_calls(calls["n"]):
+            loss = loss * float("nan")
+        return loss, stats
+
+    monkeypatch.setattr(train_module, "batch_loss", patched)
+
+
+def test_a_non_finite_loss_skips_its_batch_with_a_warning(cache, tmp_path, monkeypatch, capsys):
+    nan_loss_on(monkeypatch, lambda n: n in (3, 7, 8))
+    result = train(tiny(tmp_path / "run", cache), progress=False)
+    assert result.stopped_because == "max_steps" and result.step == 10
+    err = capsys.readouterr().err
+    assert err.count("warning: non-finite loss at step 3; batch skipped") == 1
+    assert err.count("warning: non-finite loss at step 6; batch skipped") == 2
+    ck = load_checkpoint(tmp_path / "run")
+    assert all(torch.isfinite(t).all() for t in ck.model.values())
+    assert ck.state["progress"]["nonfinite_in_a_row"] == 0
+    train_steps = [e["step"] for e in curve(tmp_path / "run") if e["type"] == "train"]
+    assert train_steps == [2, 4, 6, 8, 10]
+
+
+def test_repeated_non_finite_losses_stop_keeping_the_last_good_checkpoint(
+    cache, tmp_path, monkeypatch
+):
+    nan_loss_on(monkeypatch, lambda n: n >= 5)  # steps 1-4 train; checkpoints at 3 and 4
+    cfg = tiny(tmp_path / "run", cache, "train.max_nonfinite=3")
+    with pytest.raises(UserError, match=r"3 non-finite losses in a row at step 5; lower") as err:
+        train(cfg, progress=False)
+    assert "last good checkpoint is kept" in str(err.value)
+    ck = load_checkpoint(tmp_path / "run")
+    assert ck.step == 4
+    assert all(torch.isfinite(t).all() for t in ck.model.values())
+
+
+# ------------------------------------------------------------------------------------
+# What is refused, with one clear sentence
+# ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "extra", "needle"),
+    [
+        ("train:\n  max_step: 3\n", [], "unknown key 'train.max_step' (did you mean 'max_steps'?)"),
+        ("{}\n", ["--set", "model.hiden_size=8"], "unknown key 'model.hiden_size'"),
+        ("{}\n", ["--set", "train.max_steps=ten"], "train.max_steps must be an integer"),
+        ("trian:\n  seed: 1\n", [], "unknown key 'trian' (did you mean 'train'?)"),
+    ],
+)
+def test_config_errors_fail_at_load_time_naming_the_key(tmp_path, capsys, yaml_text, extra, needle):
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml_text)
+    argv = ["train", str(config), "--set", f"train.run_dir={tmp_path / 'run'}", *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err
+    assert err.count("\n") == 1 and err.startswith("attnmt train: error: ")
+    assert "Traceback" not in err
+    assert not (tmp_path / "run").exists()  # nothing was started
+
+
+def _unchanged(run_dir: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def test_a_run_directory_with_checkpoints_is_refused_without_resume(
+    reference, cache, tmp_path, capsys
+):
+    run_dir = copy_run(reference, tmp_path)
+    before = _unchanged(run_dir)
+    config = tmp_path / "empty.yaml"
+    config.write_text("{}\n")
+    argv = ["train", str(config)] + [f"--set={o}" for o in overrides(run_dir, cache)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "already has checkpoints; add --resume" in err and err.count("\n") == 1
+    assert _unchanged(run_dir) == before
+
+
+@pytest.mark.parametrize(
+    ("changed", "needle"),
+    [
+        ("model.hidden_size=32", "cannot resume: model.hidden_size is 32 but the run was"),
+        ("data.synthetic_train_size=50", "cannot resume: data.synthetic_train_size is 50"),
+        ("data.batch_tokens=128", "cannot resume: data.batch_tokens is 128"),
+        ("train.seed=5", r"the training batches would differ .*seed=1 \(now 5\).*train\.seed"),
+    ],
+)
+def test_resume_with_another_data_model_or_seed_is_refused(
+    reference, cache, tmp_path, changed, needle
+):
+    run_dir = copy_run(reference, tmp_path)
+    before = _unchanged(run_dir)
+    with pytest.raises(UserError, match=needle):
+        train(tiny(run_dir, cache, changed), resume=True, progress=False)
+    assert _unchanged(run_dir) == before
+
+
+def test_resume_with_another_number_of_processes_is_refused(reference, cache, tmp_path):
+    run_dir = copy_run(reference, tmp_path)
+    state_file = run_dir / "checkpoints" / "step-00000010" / "state.json"
+    state = json.loads(state_file.read_text())
+    state["batcher"] = state["batcher"] * 2  # as if saved by 2 processes
+    state_file.write_text(json.dumps(state))
+    with pytest.raises(UserError, match=r"trained with 2 process\(es\) and this is 1"):
+        train(tiny(run_dir, cache), resume=True, progress=False)
+
+
+def test_resume_needs_a_checkpoint_and_allows_another_cache_dir(reference, cache, tmp_path):
+    with pytest.raises(UserError, match="nothing to resume"):
+        train(tiny(tmp_path / "empty", cache), resume=True, progress=False)
+    # Where the prepared data is cached is not what it is: resuming elsewhere is fine (the
+    # run has reached max_steps, so it stops at once).
+    run_dir = copy_run(reference, tmp_path)
+    result = train(tiny(run_dir, tmp_path / "other-cache"), resume=True, progress=False)
+    assert result.step == 10 and result.stopped_because == "max_steps"
+    assert curve(run_dir) == curve(reference)
+
+
+def test_a_damaged_latest_pointer_is_named_and_can_be_deleted(reference, cache, tmp_path):
+    run_dir = copy_run(reference, tmp_path)
+    pointer = run_dir / "checkpoints" / "latest.json"
+    pointer.write_text("{not json")
+    with pytest.raises(UserError, match="already has checkpoints"):  # still a used directory
+        train(tiny(run_dir, cache), progress=False)
+    with pytest.raises(CheckpointError, match=r"latest.json' is damaged; delete it to resume"):
+        train(tiny(run_dir, cache), resume=True, progress=False)
+    pointer.unlink()
+    assert load_checkpoint(run_dir).step == 10  # the newest step folder
+    with pytest.raises(UserError, match="already has checkpoints"):
+        train(tiny(run_dir, cache), progress=False)
+
+
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        (lambda ck: (ck / "model.safetensors").write_bytes(b"\x80\x04junk"), "damaged or not"),
+        (lambda ck: (ck / "state.json").write_text("{"), "missing or damaged"),
+        (lambda ck: (ck / "state.json").write_text('{"step": 10}'), "not an attnmt checkpoint"),
+        (lambda ck: (ck / "optimizer.safetensors").unlink(), "is missing; the checkpoint is"),
+        (
+            lambda ck: (ck / "state.json").write_text('{"format": "attnmt-checkpoint"}'),
+            "cannot be resumed from: it is incomplete or damaged",
+        ),
+    ],
+    ids=["weights", "json", "foreign", "missing", "incomplete"],
+)
+def test_resume_from_a_damaged_checkpoint_gives_a_clear_error(
+    reference, cache, tmp_path, damage, needle
+):
+    run_dir = copy_run(reference, tmp_path)
+    damage(run_dir / "checkpoints" / "step-00000010")
+    with pytest.raises(CheckpointError, match=needle):
+        train(tiny(run_dir, cache), resume=True, progress=False)
