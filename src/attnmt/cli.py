@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("attnmt.demo", "print the weights every attention variant gives on a small example"),
     "data": ("attnmt.data.commands", "list, prepare and show the parallel corpora"),
     "train": ("attnmt.train", "train a model from a YAML config (checkpoints, resume, torchrun)"),
+    "translate": ("attnmt.translate", "translate text line by line, with alignments and plots"),
+    "evaluate": ("attnmt.report", "BLEU, chrF, BLEU by length and AER of a run on a split"),
+    "plot": ("attnmt.plot_cmd", "draw the attention of chosen sentences, or redraw saved plots"),
+    "compare": ("attnmt.compare", "one table and one BLEU-by-length plot for several runs"),
 }
 
 

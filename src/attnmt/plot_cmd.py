@@ -1,0 +1,208 @@
+"""`attnmt plot`: draw the attention of sentences of a split, or redraw saved plot data.
+
+    attnmt plot runs/reverse --sentences 0,5,12          # decode, save .npz, draw
+    attnmt plot runs/reverse --sentences 3-7 --reference  # while reading the references
+    attnmt plot --from runs/reverse/plots/test-5.npz      # redraw, no model needed
+
+Each sentence gives `{split}-{index}.npz` (weights, labels, metadata: `attnmt.plot.
+save_arrays`) and its pictures, PNG and SVG: one heatmap for an RNN; for the Transformer
+the grid of every layer and head (`{split}-{index}-layers`) and the alignment view (the
+chosen layer and head, `--align-layer`/`--align-head`). Indices count from 0 in the split
+as `attnmt data show` lists it. Pictures are drawn from the saved arrays only, so
+`--from` redraws exactly what was decoded.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from attnmt.decode_options import (
+    add_decoding_arguments,
+    check_decoding_arguments,
+    pick_device,
+    source_limit,
+)
+from attnmt.errors import DataError, UserError
+
+FORMATS = ("png", "svg")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "run",
+        nargs="?",
+        metavar="RUN",
+        help="a run directory or checkpoint directory (leave out with --from)",
+    )
+    parser.add_argument(
+        "--sentences",
+        default="0",
+        metavar="LIST",
+        help="0-based indices in the split: '0,5,12', ranges '3-7' (default 0)",
+    )
+    parser.add_argument(
+        "--split",
+        default="test",
+        choices=("train", "dev", "test"),
+        help="which split the indices count in (default test)",
+    )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="draw the attention while the model reads the reference translation (forced "
+        "decoding) instead of writing its own",
+    )
+    parser.add_argument(
+        "--from",
+        dest="saved",
+        nargs="+",
+        metavar="FILE.npz",
+        help="redraw plot data saved by `attnmt plot` or `attnmt translate --plot`",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where to write (default RUN/plots; with --from, beside each .npz file)",
+    )
+    parser.add_argument(
+        "--formats",
+        default=",".join(FORMATS),
+        metavar="LIST",
+        help="picture formats matplotlib knows, comma-separated (default png,svg)",
+    )
+    add_decoding_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    formats = [f.strip().lower() for f in args.formats.split(",") if f.strip()]
+    known = Figure().canvas.get_supported_filetypes()
+    unknown = [f for f in formats if f not in known]
+    if not formats or unknown:
+        raise UserError(
+            f"--formats {args.formats!r}: {', '.join(unknown) or 'empty'} is not a picture "
+            f"format; choose among {', '.join(sorted(known))}"
+        )
+    if args.saved:
+        if args.run:
+            raise UserError("give either RUN (to decode) or --from FILE.npz (to redraw), not both")
+        files = redraw(args.saved, args, formats)
+    elif args.run:
+        files = draw_split(args, formats)
+    else:
+        raise UserError("give a RUN directory to decode, or --from FILE.npz to redraw")
+    for path in files:
+        print(path)
+    return 0
+
+
+def parse_indices(text: str) -> list[int]:
+    """'0,5,12' or '3-7' (inclusive) or both mixed -> sorted distinct indices."""
+    indices: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        lo, sep, hi = part.partition("-")
+        if not (lo.isdigit() and (not sep or hi.isdigit())):
+            raise UserError(
+                f"--sentences: {part!r} is not an index or a range; write e.g. 0,5,12 or 3-7"
+            )
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if last < first:
+            raise UserError(f"--sentences: the range {part!r} runs backwards; write {hi}-{lo}")
+        indices.update(range(first, last + 1))
+    return sorted(indices)
+
+
+def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
+    """Decode the chosen sentences of a split with their weights; save and draw each."""
+    from attnmt.attention_maps import choose_attention, forced_weights, labels, write_attention
+    from attnmt.data import prepare
+    from attnmt.runs import load_run
+    from attnmt.translate import translate_ids
+
+    check_decoding_arguments(args)
+    indices = parse_indices(args.sentences)
+    loaded = load_run(args.run, device=pick_device(args.device))
+    if not getattr(loaded.model, "uses_attention", True):
+        raise UserError(
+            f"this run's model ({loaded.cfg.model.name}) has no attention; nothing to draw"
+        )
+    choice = choose_attention(loaded.cfg.model, layer=args.align_layer, head=args.align_head)
+    examples = prepare(loaded.cfg.data).split(args.split)
+    outside = [i for i in indices if i >= len(examples)]
+    if outside:
+        raise UserError(
+            f"--sentences {outside[0]} is past the end: the {args.split} split has "
+            f"{len(examples)} sentences, numbered 0 to {len(examples) - 1}"
+        )
+    vocab = loaded.vocab
+    limit = source_limit(loaded.cfg.model, args.max_source_len)
+    chosen = [examples[i] for i in indices]
+    sources = [vocab.src.encode(ex.src)[:limit] for ex in chosen]
+    if args.reference:
+        targets = [vocab.tgt.encode(ex.tgt) for ex in chosen]
+        weights = forced_weights(
+            loaded.model, list(zip(sources, targets, strict=True)), max_tokens=args.batch_tokens
+        )
+        outputs = [ex.tgt for ex in chosen]
+    else:
+        translations = translate_ids(
+            loaded.model,
+            sources,
+            vocab.tgt.decode,
+            beam_size=args.beam,
+            alpha=args.alpha,
+            max_len_ratio=args.max_len_ratio,
+            need_weights=True,
+            max_tokens=args.batch_tokens,
+        )
+        targets = [t.tokens for t in translations]
+        weights = [t.weights for t in translations]
+        outputs = [t.text for t in translations]
+    out_dir = Path(args.out) if args.out else loaded.run_dir / "plots"
+    files: list[Path] = []
+    for index, ex, src_ids, tgt_ids, w, output in zip(
+        indices, chosen, sources, targets, weights, outputs, strict=True
+    ):
+        files += write_attention(
+            out_dir / f"{args.split}-{index}",
+            w,
+            labels(vocab.src, src_ids),
+            labels(vocab.tgt, tgt_ids),
+            choice,
+            formats=formats,
+            source=ex.src,
+            translation=output,
+            reference=ex.tgt,
+            forced=args.reference,
+            id=ex.id,
+            model=loaded.cfg.model.name,
+            run=str(loaded.run_dir),
+        )
+    return files
+
+
+def redraw(paths: list[str], args: argparse.Namespace, formats: list[str]) -> list[Path]:
+    """Draw saved plot data again, with no model: the same pictures, or another view."""
+    from attnmt.attention_maps import draw_saved
+    from attnmt.plot import load_arrays
+
+    files: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        try:
+            data = load_arrays(path)
+        except FileNotFoundError:
+            raise DataError(f"{path}: file not found; give a .npz written by attnmt") from None
+        except (OSError, ValueError, KeyError):
+            raise DataError(
+                f"{path} is not plot data written by attnmt (a .npz with weights, labels and "
+                "metadata); give a file from `attnmt plot` or `attnmt translate --plot`"
+            ) from None
+        stem = (Path(args.out) / path.stem) if args.out else path.with_suffix("")
+        files += draw_saved(
+            data, stem, layer=args.align_layer, head=args.align_head, formats=formats
+        )
+    return files
