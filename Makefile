@@ -20,8 +20,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The main job: prepare the built-in English->French corpus, train configs/quickstart.yaml,
+# evaluate on the test book, translate a few verses and draw their attention.
 demo: $(STAMP)
-	$(BIN)/attnmt demo
+	$(BIN)/attnmt quickstart
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -209,3 +209,9 @@ def test_real_gold_totals_and_book_split():
     assert not refs["dev"] & refs["test"]
     assert {v.book for v in parts["test"]} == {43} and "John 3:16" in refs["test"]
     assert all(v.book != 43 for v in parts["train"] + parts["dev"])
+
+
+def test_book_names_ignore_spaces_as_data_list_prints_them():
+    from attnmt.data.alignments import book_number
+
+    assert book_number("1John") == book_number("1 John") == 62

@@ -116,3 +116,7 @@ def test_books_by_name_number_and_errors():
 def test_same_source_and_target_is_refused():
     with pytest.raises(DataError, match="same version"):
         bible.load_pairs("en-web", "en-web")
+
+
+def test_the_source_is_never_an_extra_reference():
+    assert bible.other_versions("en-bbe", src="en-kjv") == ["en-kj2000", "en-web"]

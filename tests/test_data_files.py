@@ -118,3 +118,9 @@ def test_load_split_missing_pair_file_and_bad_kind(tmp_path):
 
 def test_normalize():
     assert normalize("  a \t b\u3000c  ") == "a b c"
+
+
+def test_blank_extra_tsv_columns_are_missing_references(tmp_path):
+    path = tmp_path / "dev.tsv"
+    path.write_text("a cat\tun chat\t\t\nthe dog\tle chien\tle toutou\t\n", encoding="utf-8")
+    assert [refs for _, _, refs in read_tsv(path)] == [[], ["le toutou"]]

@@ -70,8 +70,13 @@ def test_plain_files_corpus(tmp_path):
             "".join(f"le chat numéro {i} dort\n" for i in range(n)), encoding="utf-8"
         )
     cfg = _cfg(
-        tmp_path, "data.corpus=files", "data.src=en", "data.tgt=fr", "data.vocab_size=60",
-        f"data.train_path={tmp_path / 'train'}", f"data.dev_path={tmp_path / 'dev'}",
+        tmp_path,
+        "data.corpus=files",
+        "data.src=en",
+        "data.tgt=fr",
+        "data.vocab_size=60",
+        f"data.train_path={tmp_path / 'train'}",
+        f"data.dev_path={tmp_path / 'dev'}",
     )
     data = prepare(cfg.data)
     assert len(data.train) == 30 and len(data.dev) == 3 and data.test == []
@@ -113,3 +118,22 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     bad.write_text("data:\n  corpus: bibel\n", encoding="utf-8")
     assert main(["data", "prepare", str(bad), "--set", f"data.cache_dir={tmp_path}"]) == 2
     assert "unknown data.corpus 'bibel'" in capsys.readouterr().err
+
+
+def test_edited_files_are_prepared_again(tmp_path):
+    (tmp_path / "train.en").write_text("one cat\ntwo cats\n", encoding="utf-8")
+    (tmp_path / "train.fr").write_text("un chat\ndeux chats\n", encoding="utf-8")
+    cfg = _cfg(
+        tmp_path,
+        "data.corpus=files",
+        "data.src=en",
+        "data.tgt=fr",
+        "data.vocab_size=30",
+        f"data.train_path={tmp_path / 'train'}",
+        f"data.dev_path={tmp_path / 'train'}",
+    )
+    first = prepare(cfg.data)
+    (tmp_path / "train.fr").write_text("un chat\ntrois chats\n", encoding="utf-8")
+    second = prepare(cfg.data)
+    assert first.directory != second.directory
+    assert second.train[1].tgt == "trois chats"

@@ -80,3 +80,24 @@ def test_markdown_table_of_length_rows():
         "| 1-10 | 3 | 25.00 | 51.23 |",
     ]
     assert markdown_table(rows, columns=("label", "missing")).splitlines()[-1] == "| 1-10 |  |"
+
+
+def test_empty_reference_is_missing_not_empty():
+    hyp = ["the cat sat on the mat"]
+    ref = "the black cat sat quietly on the old mat by the door"
+    assert corpus_scores(hyp, [[ref, ""]])["bleu"] == corpus_scores(hyp, [[ref]])["bleu"] < 100
+
+
+def test_empty_corpus_still_has_signatures():
+    scores = corpus_scores([], [])
+    assert scores["sentences"] == 0 and scores["bleu_signature"] == ""
+
+
+def test_bleu_tokenizer_follows_the_target_language():
+    from attnmt.evaluate import bleu_tokenizer
+
+    assert bleu_tokenizer("zh-ncv") == "zh" and bleu_tokenizer("ja-shinkaiyaku") == "char"
+    assert bleu_tokenizer("fr-segond") == "13a" and bleu_tokenizer("en") == "13a"
+    one_token_each = corpus_scores(["神は世を愛された"], [["神は世を愛した"]], tokenize="char")
+    assert 0 < one_token_each["bleu"] < 100
+    assert "tok:char" in one_token_each["bleu_signature"]

@@ -473,3 +473,20 @@ def test_resume_from_a_damaged_checkpoint_gives_a_clear_error(
     damage(run_dir / "checkpoints" / "step-00000010")
     with pytest.raises(CheckpointError, match=needle):
         train(tiny(run_dir, cache), resume=True, progress=False)
+
+
+def test_an_empty_dev_split_is_refused_before_training(tmp_path, cache):
+    (tmp_path / "train.en").write_text("a cat\nthe dog\n", encoding="utf-8")
+    (tmp_path / "train.fr").write_text("un chat\nle chien\n", encoding="utf-8")
+    cfg = tiny(
+        tmp_path / "run",
+        cache,
+        "data.corpus=files",
+        "data.src=en",
+        "data.tgt=fr",
+        f"data.train_path={tmp_path / 'train'}",
+        "data.vocab_size=20",
+    )
+    with pytest.raises(UserError, match=r"dev split .* is empty"):
+        train(cfg, progress=False)
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -20,6 +20,7 @@ from attnmt.errors import UserError
 
 # command name -> (module, one-line help). Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "quickstart": ("attnmt.quickstart", "the main job: prepare, train, evaluate, translate, draw"),
     "demo": ("attnmt.demo", "print the weights every attention variant gives on a small example"),
     "data": ("attnmt.data.commands", "list, prepare and show the parallel corpora"),
     "train": ("attnmt.train", "train a model from a YAML config (checkpoints, resume, torchrun)"),

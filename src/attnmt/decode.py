@@ -183,9 +183,7 @@ def beam_search(
                 row = b * k + int(origin[b, j])
                 if int(token[b, j]) == EOS:
                     if len(finished[b]) < k:
-                        finished[b].append(
-                            _finish(history[row], score, weight_history, row, alpha)
-                        )
+                        finished[b].append(_finish(history[row], score, weight_history, row, alpha))
                 elif live < k:
                     new_scores[b, live] = score
                     new_rows[b, live] = row

@@ -22,24 +22,57 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 
+# sacrebleu tokenizers for targets written without spaces between words (13a otherwise).
+TOKENIZERS = {"zh": "zh", "ja": "char", "ko": "char"}
+
+
+def bleu_tokenizer(target: str) -> str:
+    """The sacrebleu tokenizer for a target language or version name ("zh-ncv" -> "zh").
+
+    BLEU's default `13a` splits on spaces, so a Japanese verse (no spaces) would be one
+    token; Chinese uses sacrebleu's `zh`, Japanese and Korean its character tokenizer.
+    """
+    return TOKENIZERS.get(target.split("-", 1)[0].lower(), "13a")
+
+
 def reference_streams(references: Sequence[Sequence[str]]) -> list[list[str | None]]:
-    """Per-sentence reference lists -> sacrebleu's list of streams (padded with None)."""
+    """Per-sentence reference lists -> sacrebleu's list of streams (padded with None).
+
+    An empty reference is missing, not a reference of length 0 (which would wipe out the
+    brevity penalty): it becomes None too, which sacrebleu skips.
+    """
     width = max((len(refs) for refs in references), default=1)
-    return [[refs[i] if i < len(refs) else None for refs in references] for i in range(width)]
+    return [
+        [refs[i] if i < len(refs) and refs[i].strip() else None for refs in references]
+        for i in range(width)
+    ]
 
 
-def corpus_scores(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> dict:
-    """BLEU, chrF (with their sacrebleu signatures) and exact match of a whole corpus."""
+def corpus_scores(
+    hypotheses: Sequence[str], references: Sequence[Sequence[str]], *, tokenize: str = "13a"
+) -> dict:
+    """BLEU, chrF (with their sacrebleu signatures) and exact match of a whole corpus.
+
+    `tokenize` is sacrebleu's BLEU tokenizer (see `bleu_tokenizer`).
+    """
     if len(hypotheses) != len(references):
         raise ValueError(
             f"{len(hypotheses)} hypotheses but {len(references)} reference lists; "
             "they must be one per sentence"
         )
-    if not hypotheses:
-        return {"bleu": 0.0, "chrf": 0.0, "exact": 0.0, "sentences": 0}
-    streams = reference_streams(references)
-    bleu = sacrebleu.metrics.BLEU()
+    bleu = sacrebleu.metrics.BLEU(tokenize=tokenize)
     chrf = sacrebleu.metrics.CHRF()
+    if not hypotheses:
+        return {
+            "bleu": 0.0,
+            "chrf": 0.0,
+            "exact": 0.0,
+            "sentences": 0,
+            "references": 0,
+            "bleu_signature": "",  # sacrebleu signs only what it scored
+            "chrf_signature": "",
+        }
+    streams = reference_streams(references)
     bleu_score = bleu.corpus_score(list(hypotheses), streams)
     chrf_score = chrf.corpus_score(list(hypotheses), streams)
     exact = sum(
@@ -71,6 +104,7 @@ def bleu_by_length(
     references: Sequence[Sequence[str]],
     *,
     width: int = 10,
+    tokenize: str = "13a",
 ) -> list[dict]:
     """BLEU and chrF of the sentences grouped by source length, as in Bahdanau et al. Fig. 2.
 
@@ -94,7 +128,9 @@ def bleu_by_length(
     rows = []
     for bucket in sorted(members):
         chosen = members[bucket]
-        scores = corpus_scores([hypotheses[i] for i in chosen], [references[i] for i in chosen])
+        scores = corpus_scores(
+            [hypotheses[i] for i in chosen], [references[i] for i in chosen], tokenize=tokenize
+        )
         lo, hi = bucket * width + 1, (bucket + 1) * width
         rows.append(
             {

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 def evaluate_examples(loaded, examples, args: argparse.Namespace, limit: int):
     """Decode `examples` and score them; returns (the result dict, the hypotheses)."""
-    from attnmt.evaluate import bleu_by_length, corpus_scores
+    from attnmt.evaluate import bleu_by_length, bleu_tokenizer, corpus_scores
     from attnmt.translate import translate_ids
 
     vocab = loaded.vocab
@@ -137,8 +137,11 @@ def evaluate_examples(loaded, examples, args: argparse.Namespace, limit: int):
         seconds = time.perf_counter() - started
     hypotheses = [t.text for t in translations]
     references = [[ex.tgt, *ex.refs] for ex in examples]
-    scores = corpus_scores(hypotheses, references)
-    by_length = bleu_by_length([ex.src for ex in examples], hypotheses, references)
+    tokenize = bleu_tokenizer(loaded.cfg.data.tgt)
+    scores = corpus_scores(hypotheses, references, tokenize=tokenize)
+    by_length = bleu_by_length(
+        [ex.src for ex in examples], hypotheses, references, tokenize=tokenize
+    )
     cfg = loaded.cfg
     result: dict[str, Any] = {
         "run": str(loaded.run_dir),
@@ -219,6 +222,10 @@ def alignment_report(loaded, examples, choice, limit: int, max_tokens: int):
         chosen.append(index)
         pairs.append((src_ids, tgt_ids))
         maps.append((source, target, verse))
+    if not pairs:  # nothing scored is not a perfect score
+        return {"sentences": 0, "skipped": skipped, "note": "no verse could be scored"}, [
+            None
+        ] * len(examples)
     weights = forced_weights(loaded.model, pairs, max_tokens=max_tokens)
 
     def links_of(choice: AttentionChoice) -> list[set[tuple[int, int]]]:

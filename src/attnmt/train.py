@@ -22,6 +22,7 @@ The run directory holds everything needed to go on, decode and redraw:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -249,10 +250,16 @@ def _reinforce(out, nll, batch, cfg: Config, progress: Progress, ctx) -> torch.T
 def validate(model, data, cfg: Config, device: torch.device) -> dict[str, Any]:
     """Dev loss and perplexity (teacher forcing), then greedy BLEU/chrF/exact match."""
     from attnmt.data import eval_batches
-    from attnmt.evaluate import corpus_scores
+    from attnmt.decode_options import source_limit
+    from attnmt.evaluate import bleu_tokenizer, corpus_scores
     from attnmt.translate import translate_ids
 
-    examples = data.dev[: cfg.train.valid_sentences or None]
+    # Dev is never length-filtered: cut sources to what the model can read, as evaluate does.
+    limit = source_limit(cfg.model)
+    examples = [
+        ex if len(ex.src_ids) <= limit else dataclasses.replace(ex, src_ids=ex.src_ids[:limit])
+        for ex in data.dev[: cfg.train.valid_sentences or None]
+    ]
     was_training = model.training
     model.eval()
     nll_sum, tokens = 0.0, 0
@@ -272,7 +279,8 @@ def validate(model, data, cfg: Config, device: torch.device) -> dict[str, Any]:
         model, [ex.src_ids for ex in examples], data.vocab.decode_tgt, max_tokens=4000
     )
     hyps = [t.text for t in translations]
-    scores = corpus_scores(hyps, [[ex.tgt, *ex.refs] for ex in examples])
+    references = [[ex.tgt, *ex.refs] for ex in examples]
+    scores = corpus_scores(hyps, references, tokenize=bleu_tokenizer(cfg.data.tgt))
     loss = nll_sum / max(1, tokens)
     examples_out = [
         {"source": ex.src, "reference": ex.tgt, "output": hyp}
@@ -337,6 +345,11 @@ class Run:
         distributed.barrier(self.ctx)
         if not self.ctx.is_main:
             self.data = prepare(cfg.data, progress=False)
+        if not self.data.dev:
+            raise UserError(
+                f"the dev split of data.corpus '{cfg.data.corpus}' is empty; training validates "
+                "on it: set data.dev_path (files, tsv) or data.dev_books (bible, alignments)"
+            )
         vocab = self.data.vocab
         # Seeded after the data, so a run that prepares it and one that reads the cache
         # start from the same random state.

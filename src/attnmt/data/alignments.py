@@ -188,8 +188,9 @@ def load_gold(
 
 def book_number(book: int | str) -> int:
     """Turn a book name ("John", "1 corinthians") or number (43, "43") into 40..66."""
-    text = " ".join(str(book).split()).lower()
-    names = {name.lower(): FIRST_BOOK + n for n, name in enumerate(BOOKS)}
+    # Spaces do not matter: "1 John", "1John" (as `attnmt data list --books` prints it).
+    text = "".join(str(book).split()).lower()
+    names = {name.replace(" ", "").lower(): FIRST_BOOK + n for n, name in enumerate(BOOKS)}
     if text in names:
         return names[text]
     if text.isdigit() and FIRST_BOOK <= int(text) < FIRST_BOOK + len(BOOKS):

@@ -232,10 +232,13 @@ def load_pairs(src: str, tgt: str, *, extra_refs: list[str] | None = None) -> li
     return pairs
 
 
-def other_versions(tgt: str) -> list[str]:
-    """The other versions in the language of `tgt` (extra references for dev/test)."""
+def other_versions(tgt: str, *, src: str | None = None) -> list[str]:
+    """The other versions in the language of `tgt`: extra references for dev/test.
+
+    Never the source `src` itself (en-kjv -> en-bbe must not be scored against en-kjv).
+    """
     lang = language_code(tgt)
-    return [n for n in versions() if n != tgt and language_code(n) == lang]
+    return [n for n in versions() if n not in (tgt, src) and language_code(n) == lang]
 
 
 @dataclass

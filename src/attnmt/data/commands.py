@@ -128,7 +128,7 @@ def _show(data, n: int) -> None:
                 print(f"  ref{k}: {ref}")
             print(f"  src pieces ({len(ex.src_ids)}): {' '.join(vocab.src.id_pieces(ex.src_ids))}")
             print(f"  tgt pieces ({len(ex.tgt_ids)}): {' '.join(vocab.tgt.id_pieces(ex.tgt_ids))}")
-    if data.stats.get("corpus") == "alignments":
+    if data.stats.get("corpus") == "alignments" and data.stats.get("test_books"):
         from attnmt.data import alignments
 
         gold = alignments.load_gold()

@@ -97,7 +97,8 @@ def read_tsv(path: str | os.PathLike[str]) -> list[tuple[str, str, list[str]]]:
                 "(with a real tab character, not spaces)."
             )
         src, tgt, *refs = (normalize(field) for field in fields)
-        rows.append((src, tgt, refs))
+        # A blank extra column (trailing tabs) is a missing reference, not an empty one.
+        rows.append((src, tgt, [ref for ref in refs if ref]))
     return rows
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -29,7 +31,7 @@ from attnmt.data.synthetic import SymbolVocab
 from attnmt.data.types import UNK, Example
 from attnmt.errors import DataError
 
-FORMAT = 1  # bump when the cached layout or the cleaning changes
+FORMAT = 2  # bump when the cached layout or the cleaning changes
 SYNTHETIC = ("reverse", "copy", "sort")
 CORPORA = ("bible", "files", "tsv", "alignments", *SYNTHETIC)
 
@@ -50,11 +52,31 @@ class PreparedData:
 
 
 def cache_key(cfg: DataConfig) -> str:
+    """The cache folder's name: a hash of the data options (and of your files' identity)."""
     options = {k: v for k, v in to_dict(cfg).items() if k not in ("cache_dir", "batch_tokens")}
     options["format"] = FORMAT
+    if cfg.corpus in ("files", "tsv"):
+        # Edited or replaced files must not hit the old cache: key on where they are,
+        # their size and modification time.
+        options["files"] = [
+            _file_identity(p, cfg) for p in (cfg.train_path, cfg.dev_path, cfg.test_path) if p
+        ]
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:12]
     name = cfg.corpus if cfg.corpus in SYNTHETIC else f"{cfg.corpus}-{cfg.src}-{cfg.tgt}"
     return f"{name}-{digest}".replace("/", "_")
+
+
+def _file_identity(path: str, cfg: DataConfig) -> list:
+    names = [path] if cfg.corpus == "tsv" else [f"{path}.{cfg.src}", f"{path}.{cfg.tgt}"]
+    identity = []
+    for name in names:
+        resolved = Path(name).resolve()
+        try:
+            stat = resolved.stat()
+            identity.append([str(resolved), stat.st_size, stat.st_mtime_ns])
+        except OSError:
+            identity.append([str(resolved), None, None])  # reading it will say what is wrong
+    return identity
 
 
 def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedData:
@@ -149,7 +171,7 @@ def _too_long(ex: Example, max_words: int) -> bool:
 def _bible(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, Any]]:
     from attnmt.data import bible
 
-    extra_refs = bible.other_versions(cfg.tgt)
+    extra_refs = bible.other_versions(cfg.tgt, src=cfg.src)
     bible.version(cfg.src)
     pairs = bible.load_pairs(cfg.src, cfg.tgt, extra_refs=extra_refs)
     parts = bible.split_by_books(
@@ -247,9 +269,11 @@ def _save(directory: Path, splits, vocab: Vocab, stats, cfg: DataConfig) -> None
 
 
 def _write_text(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    tmp.replace(path)
+    """Write atomically; a unique temporary name, so two preparations never collide."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write("".join(line + "\n" for line in lines))
+    os.replace(tmp, path)
 
 
 def _load(directory: Path, cfg: DataConfig) -> PreparedData:

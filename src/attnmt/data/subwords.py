@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,9 +160,11 @@ def load_vocab(directory: str | Path) -> Vocab:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    """A unique temporary name, then a rename: parallel writers never collide."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------------------
@@ -196,11 +200,18 @@ def _train_model(sentences: Sequence[str], kind: str, size: int, cache_dir: Path
     if not any(s.strip() for s in sentences):
         raise DataError("cannot train a subword model: the training text is empty")
     buffer = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter([s for s in sentences if s.strip()]),
-        model_writer=buffer,
-        **options,
-    )
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter([s for s in sentences if s.strip()]),
+            model_writer=buffer,
+            **options,
+        )
+    except RuntimeError as err:
+        reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        raise DataError(
+            f"sentencepiece could not train a {size}-piece {kind} model ({reason}); "
+            "try another data.vocab_size"
+        ) from None
     cache_dir.mkdir(parents=True, exist_ok=True)
     _write_atomic(path, buffer.getvalue())
     return buffer.getvalue()
