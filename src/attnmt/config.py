@@ -283,6 +283,18 @@ def apply_override(tree: dict[str, Any], override: str) -> None:
     node[parts[-1]] = value
 
 
+def add_override_argument(parser: Any, example: str = "model.hidden_size=512") -> None:
+    """The `--set KEY=VALUE` option every command that reads a config offers."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a config key, e.g. --set {example} (repeatable)",
+    )
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
     """Read a YAML experiment file (or the defaults if `path` is None) and apply overrides."""
     tree: dict[str, Any] = {}

@@ -21,6 +21,7 @@ import json
 import time
 from pathlib import Path
 
+from attnmt.config import add_override_argument
 from attnmt.errors import UserError
 
 DEFAULT_CONFIG = "configs/quickstart.yaml"
@@ -30,14 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", default=DEFAULT_CONFIG, help=f"experiment YAML (default {DEFAULT_CONFIG})"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. --set train.max_minutes=2 (repeatable)",
-    )
+    add_override_argument(parser, "train.max_minutes=2")
     parser.add_argument("--beam", type=int, default=5, help="beam size for the test (default 5)")
     parser.add_argument(
         "--examples", type=int, default=4, help="test verses to translate and draw (default 4)"

@@ -48,7 +48,7 @@ from attnmt.checkpoint import (
     load_checkpoint,
     write_json_atomic,
 )
-from attnmt.config import Config, load_config, save_config, to_dict
+from attnmt.config import Config, add_override_argument, load_config, save_config, to_dict
 from attnmt.errors import CheckpointError, UserError
 from attnmt.schedules import build_schedule
 
@@ -90,14 +90,7 @@ class TrainResult:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="experiment YAML file (see configs/)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. --set model.hidden_size=512 (repeatable)",
-    )
+    add_override_argument(parser)
     parser.add_argument(
         "--resume", action="store_true", help="continue the run from its latest checkpoint"
     )

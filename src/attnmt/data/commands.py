@@ -14,6 +14,8 @@ import argparse
 import json
 import time
 
+from attnmt.config import add_override_argument
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -25,14 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ):
         action = sub.add_parser(name, help=help_text, description=help_text)
         action.add_argument("config", help="experiment YAML file (see configs/)")
-        action.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override a config key, e.g. --set data.vocab_size=4000 (repeatable)",
-        )
+        add_override_argument(action, "data.vocab_size=4000")
         if name == "show":
             action.add_argument("-n", type=int, default=3, help="examples per split (default 3)")
         else:
