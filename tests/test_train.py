@@ -490,3 +490,17 @@ def test_an_empty_dev_split_is_refused_before_training(tmp_path, cache):
     with pytest.raises(UserError, match=r"dev split .* is empty"):
         train(cfg, progress=False)
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_time_budget_shows_the_training_time_left(cache, tmp_path, capsys):
+    cfg = tiny(
+        tmp_path / "run",
+        cache,
+        "train.max_steps=0",
+        "train.max_epochs=1",
+        "train.max_minutes=5",
+        "train.log_every=1",
+    )
+    train(cfg, progress=True)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    assert lines and all(" eta 4:5" in line or " eta 5:00" in line for line in lines[:1])

@@ -694,14 +694,29 @@ def _log_train(run: Run, bar: tqdm, lr: float, seconds: float, show_progress: bo
         "elapsed": round(p.elapsed, 1),
     }
     run.record(event)
+    eta = _time_left(run)
     if bar.disable and show_progress:
         _say(
             f"step {p.step}: loss {train_loss:.3f} lr {lr:.2e} "
-            f"{event['tokens_per_s']:.0f} tok/s epoch {run.batcher.epoch}",
+            f"{event['tokens_per_s']:.0f} tok/s epoch {run.batcher.epoch}"
+            + (f" eta {eta}" if eta else ""),
             None,
         )
-    bar.set_postfix(loss=f"{train_loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{event['tokens_per_s']:.0f}")
+    postfix = {"loss": f"{train_loss:.3f}", "lr": f"{lr:.2e}"}
+    postfix["tok_s"] = f"{event['tokens_per_s']:.0f}"
+    if eta:  # a time budget: the bar itself has no total to estimate from
+        postfix["eta"] = eta
+    bar.set_postfix(postfix)
     p.window_nll, p.window_tokens = 0.0, 0
+
+
+def _time_left(run: Run) -> str | None:
+    """Training time left under `train.max_minutes` as M:SS (None without a time budget)."""
+    budget = run.cfg.train.max_minutes * 60.0
+    if not budget or run.cfg.train.max_steps:
+        return None  # with max_steps the bar shows its own ETA
+    seconds = max(0, round(budget - run.progress.elapsed))
+    return f"{seconds // 60}:{seconds % 60:02d}"
 
 
 def _interrupted(
