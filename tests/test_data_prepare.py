@@ -137,3 +137,29 @@ def test_edited_files_are_prepared_again(tmp_path):
     second = prepare(cfg.data)
     assert first.directory != second.directory
     assert second.train[1].tgt == "trois chats"
+
+
+def test_alignment_corpus_drops_training_copies_of_held_out_verses(tmp_path, monkeypatch):
+    from attnmt.data import alignments
+    from attnmt.data.alignments import AlignedVerse, GoldAlignments
+    from attnmt.data.prepare import _read_splits
+
+    def verse(book, number, src, tgt):
+        return AlignedVerse(f"{book}:{number}", book, 1, number, src.split(), tgt.split(), {(0, 0)})
+
+    gold = GoldAlignments(
+        verses=[
+            verse(40, 1, "αμην λεγω", "truly I say"),  # Matthew: train
+            verse(40, 3, "αμην αμην λεγω υμιν", "truly truly I say to you"),  # too long
+            verse(40, 2, "και ειπεν", "and he said"),  # a copy of a John verse
+            verse(43, 1, "και ειπεν", "and he said"),  # John: test
+            verse(45, 1, "χαρις υμιν", "grace to you"),  # Romans: dev
+        ],
+        unlinked=[verse(41, 1, "χαρις υμιν", "grace to you")],  # Mark: a copy of Romans
+    )
+    monkeypatch.setattr(alignments, "load_gold", lambda: gold)
+    cfg = _cfg(tmp_path, "data.corpus=alignments", "data.max_words=3")
+    splits, stats = _read_splits(cfg.data)
+    assert [ex.src for ex in splits["train"]] == ["αμην λεγω"]
+    assert [ex.src for ex in splits["test"]] == ["και ειπεν"]
+    assert stats["removed_duplicates"] == 2 and stats["removed_long"] == 1

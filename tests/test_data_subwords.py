@@ -71,6 +71,11 @@ def test_separate_vocabularies(tmp_path):
     vocab.save(tmp_path / "v")
     again = load_vocab(tmp_path / "v")
     assert not again.joint and again.tgt.encode(FR[1]) == vocab.tgt.encode(FR[1])
+    assert again.same_as(vocab)
+    other = train_vocab(FR, EN, size=100, joint=False, cache_dir=tmp_path)
+    assert not other.same_as(vocab)
+    joint = train_vocab(EN, FR, size=100, cache_dir=tmp_path)
+    assert not joint.same_as(vocab)
 
 
 def test_training_is_cached_by_inputs_and_options(tmp_path, monkeypatch):

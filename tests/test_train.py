@@ -504,3 +504,15 @@ def test_a_time_budget_shows_the_training_time_left(cache, tmp_path, capsys):
     train(cfg, progress=True)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
     assert lines and all(" eta 4:5" in line or " eta 5:00" in line for line in lines[:1])
+
+
+def test_resume_with_another_vocabulary_is_refused(reference, cache, tmp_path):
+    # As if the data cache had been rebuilt with a different subword model since.
+    run_dir = copy_run(reference, tmp_path)
+    symbols = run_dir / "vocab" / "symbols.json"
+    saved = json.loads(symbols.read_text())["symbols"]
+    symbols.write_text(json.dumps({"symbols": [saved[1], saved[0], *saved[2:]]}))
+    before = _unchanged(run_dir)
+    with pytest.raises(UserError, match="cannot resume: the subword model prepared now differs"):
+        train(tiny(run_dir, cache), resume=True, progress=False)
+    assert _unchanged(run_dir) == before

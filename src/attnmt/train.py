@@ -387,7 +387,16 @@ class Run:
         return SummaryWriter(str(self.run_dir / "tensorboard"))
 
     def _restore(self, ck: Checkpoint) -> None:
+        from attnmt.data import load_vocab
+
         state, rank = ck.state, self.ctx.rank
+        saved_vocab = self.run_dir / "vocab"
+        if saved_vocab.is_dir() and not load_vocab(saved_vocab).same_as(self.data.vocab):
+            raise UserError(
+                f"cannot resume: the subword model prepared now differs from the run's "
+                f"'{saved_vocab}' (was the data cache rebuilt?); set train.run_dir to a new "
+                "directory to start afresh"
+            )
         batchers = state.get("batcher")
         if isinstance(batchers, list) and len(batchers) != self.ctx.world_size:
             raise UserError(

@@ -149,10 +149,20 @@ def _read_splits(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, A
             gold.unlinked, test_books=cfg.test_books, dev_books=cfg.dev_books
         )
         splits["train"] += alignments.to_examples(unlinked["train"])
-        splits["train"] = [ex for ex in splits["train"] if not _too_long(ex, cfg.max_words)]
+        # As for the Bible: a training pair identical to a dev/test pair is not trained on.
+        held_out = {(ex.src, ex.tgt) for name in ("dev", "test") for ex in splits[name]}
+        kept = [ex for ex in splits["train"] if (ex.src, ex.tgt) not in held_out]
+        duplicates = len(splits["train"]) - len(kept)
+        long = [ex for ex in kept if _too_long(ex, cfg.max_words)]
+        splits["train"] = [ex for ex in kept if not _too_long(ex, cfg.max_words)]
         gold_links = {n: sum(len(v.links) for v in parts[n]) for n in ("dev", "test")}
         books = {"dev_books": list(cfg.dev_books), "test_books": list(cfg.test_books)}
-        return splits, {"gold_links": gold_links, **books}
+        return splits, {
+            "gold_links": gold_links,
+            "removed_duplicates": duplicates,
+            "removed_long": len(long),
+            **books,
+        }
     from attnmt.data.synthetic import make_task
 
     splits = make_task(

@@ -120,6 +120,18 @@ class Vocab:
     def decode_tgt(self, ids: Sequence[int]) -> str:
         return self.tgt.decode(ids)
 
+    def same_as(self, other: Vocab) -> bool:
+        """True when both map every piece to the same id (same models or symbol lists)."""
+
+        def key(side) -> object:
+            return side.itos if isinstance(side, SymbolVocab) else side.model_proto
+
+        return (self.joint, key(self.src), key(self.tgt)) == (
+            other.joint,
+            key(other.src),
+            key(other.tgt),
+        )
+
     def save(self, directory: str | Path) -> None:
         """Write the vocabulary (sentencepiece models or the symbol list) into `directory`."""
         directory = Path(directory)
