@@ -3,7 +3,6 @@
 import json
 import re
 import sysconfig
-import time
 
 import pytest
 
@@ -186,9 +185,7 @@ def test_locate_missing_package_says_how_to_install(tmp_path, monkeypatch):
 
 
 def test_real_gold_totals_and_book_split():
-    start = time.perf_counter()
     gold = load_gold()
-    assert time.perf_counter() - start < 10
     assert gold.counts() == {
         "verses": 7919,
         "unlinked": 8,

@@ -46,10 +46,8 @@ def test_bible_splits_stats_and_files(bible_data):
 
 
 def test_second_prepare_reads_the_cache(bible_data):
-    cfg, data, first = bible_data
-    started = time.perf_counter()
+    cfg, data, _ = bible_data
     again = prepare(cfg.data)
-    assert time.perf_counter() - started < max(5.0, first / 2)
     assert again.stats.get("cached") is True
     assert [ex.src_ids for ex in again.test[:20]] == [ex.src_ids for ex in data.test[:20]]
 
