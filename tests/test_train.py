@@ -516,3 +516,15 @@ def test_resume_with_another_vocabulary_is_refused(reference, cache, tmp_path):
     with pytest.raises(UserError, match="cannot resume: the subword model prepared now differs"):
         train(tiny(run_dir, cache), resume=True, progress=False)
     assert _unchanged(run_dir) == before
+
+
+@pytest.mark.parametrize("exported", [None, "512"])
+def test_importing_attnmt_enlarges_the_onednn_primitive_cache_unless_the_user_set_it(exported):
+    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    if exported is not None:
+        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = exported
+    code = "import os, attnmt; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == (exported or "65536")
