@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnmt.evaluate import (
+from attnmt.inference import (
     alignment_scores,
     diagonal_alignment,
     extract_alignment,

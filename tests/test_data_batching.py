@@ -6,8 +6,8 @@ import random
 import pytest
 import torch
 
+from attnmt.data import BOS, EOS, PAD, Example
 from attnmt.data.batching import TokenBatcher, eval_batches, padding_fraction
-from attnmt.data.types import BOS, EOS, PAD, Example
 
 BUDGET = 300
 

@@ -6,10 +6,9 @@ import itertools
 
 import pytest
 
-from attnmt.data import subwords
+from attnmt.data import BOS, EOS, PAD, UNK, subwords
 from attnmt.data.subwords import load_vocab, train_vocab, word_of_pieces
 from attnmt.data.synthetic import SymbolVocab
-from attnmt.data.types import BOS, EOS, PAD, UNK
 from attnmt.errors import DataError
 
 EN = [

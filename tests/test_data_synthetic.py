@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from attnmt.data import BOS, EOS, PAD, UNK
 from attnmt.data.synthetic import SymbolVocab, make_task
-from attnmt.data.types import BOS, EOS, PAD, UNK
 from attnmt.errors import DataError
 
 SIZES = {"train_size": 2000, "dev_size": 200, "test_size": 200}

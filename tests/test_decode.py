@@ -6,7 +6,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from attnmt.decode import BOS, EOS, beam_search, greedy, length_penalty
+from attnmt.data.vocab import BOS, EOS
+from attnmt.inference import beam_search, greedy, length_penalty
 
 V = 6  # PAD UNK BOS EOS a=4 b=5
 

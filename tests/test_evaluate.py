@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnmt.evaluate import bleu_by_length, corpus_scores, markdown_table, reference_streams
+from attnmt.metrics import bleu_by_length, corpus_scores, markdown_table, reference_streams
 
 
 def test_identical_output_scores_100():
@@ -94,7 +94,7 @@ def test_empty_corpus_still_has_signatures():
 
 
 def test_bleu_tokenizer_follows_the_target_language():
-    from attnmt.evaluate import bleu_tokenizer
+    from attnmt.metrics import bleu_tokenizer
 
     assert bleu_tokenizer("zh-ncv") == "zh" and bleu_tokenizer("ja-shinkaiyaku") == "char"
     assert bleu_tokenizer("fr-segond") == "13a" and bleu_tokenizer("en") == "13a"

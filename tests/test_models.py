@@ -10,9 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from attnmt.config import ModelConfig, load_config
-from attnmt.decode import beam_search, greedy
 from attnmt.errors import ConfigError
-from attnmt.models import ModelOutput, build_model, model_names, reinforce_loss
+from attnmt.inference import beam_search, greedy
+from attnmt.models import ModelOutput, build_model, model_names
+from attnmt.training import reinforce_loss
 
 V = 20  # vocabulary: 0 PAD, 1 UNK, 2 BOS, 3 EOS, 4.. words
 TINY = {"embed_size": 8, "hidden_size": 8, "heads": 2, "ff_size": 16, "dropout": 0.0}

@@ -8,9 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnmt.attention.functional import attention_entropy
 from attnmt.config import ModelConfig
-from attnmt.models import MovingAverageBaseline, build_model, reinforce_loss
-from attnmt.models.losses import attention_entropy
+from attnmt.models import build_model
+from attnmt.training import reinforce_loss
 
 V = 16
 
@@ -152,19 +153,6 @@ def test_reinforce_loss_never_differentiates_the_reward():
     ones = torch.ones(1, 1, dtype=torch.bool)
     reinforce_loss(log_prob, None, reward, torch.tensor(0.5), ones, entropy_weight=0.0).backward()
     assert reward.grad is None and float(log_prob.grad) == -0.5
-
-
-def test_moving_average_baseline():
-    baseline = MovingAverageBaseline()
-    assert baseline.value == 0.0
-    assert baseline.update(torch.tensor([-10.0, -30.0])) == pytest.approx(-2.0)  # 0.1 · -20
-    assert baseline.update(-20.0) == pytest.approx(0.9 * -2.0 + 0.1 * -20.0)
-    state = baseline.state_dict()
-    restored = MovingAverageBaseline(decay=0.5)
-    restored.load_state_dict(state)
-    assert restored.state_dict() == state and restored.decay == 0.9
-    with pytest.raises(ValueError, match="decay"):
-        MovingAverageBaseline(decay=1.0)
 
 
 def test_attention_entropy():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnmt.plot import (
+from attnmt.plotting import (
     heatmap,
     heatmap_grid,
     length_curves,
@@ -65,7 +65,7 @@ def test_non_latin_scripts_draw_without_warnings(tmp_path, caplog):
     # pytest turns warnings into errors here, so a glyph warning would fail this test.
     src = ["Ἐν", "ἀρχῇ", "В", "начале", "في", "البدء", "בְּרֵאשִׁית", "😀", "日本", "\ue000"]
     tgt = ["In", "the", "beginning", "</s>"]
-    with caplog.at_level(logging.WARNING, logger="attnmt.plot"):
+    with caplog.at_level(logging.WARNING, logger="attnmt.plotting"):
         paths = heatmap(_attention(4, 10), src, tgt, tmp_path / "scripts")
     assert all(p.stat().st_size > 0 for p in paths)
     assert "начале" in paths[1].read_text(encoding="utf-8")

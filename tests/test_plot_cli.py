@@ -7,8 +7,8 @@ import pytest
 
 from attnmt.cli import main
 from attnmt.config import load_config
-from attnmt.plot import load_arrays
-from attnmt.train import train
+from attnmt.plotting import load_arrays
+from attnmt.training import train
 
 TINY = [
     "data.corpus=reverse",

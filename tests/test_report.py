@@ -16,8 +16,8 @@ from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.data import prepare
 from attnmt.data.alignments import load_gold, read_pharaoh
-from attnmt.evaluate import alignment_scores, diagonal_alignment
-from attnmt.train import train
+from attnmt.inference import alignment_scores, diagonal_alignment
+from attnmt.training import train
 
 TINY = [
     "model.embed_size=8",

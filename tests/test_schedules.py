@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attnmt.schedules import build_schedule
+from attnmt.training import build_schedule
 
 
 def _optimizer():

@@ -19,13 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import attnmt.train as train_module
+import attnmt.training.loop as train_module
 from attnmt.checkpoint import load_checkpoint
 from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.errors import CheckpointError, UserError
-from attnmt.schedules import NoamSchedule
-from attnmt.train import train
+from attnmt.training import NoamSchedule, train
 
 # 40 examples of length <= 6 at 64 tokens a batch: about 5 batches an epoch, so 10 steps
 # cross epochs. Dropout draws random numbers and noam changes the rate every step, so a
@@ -266,7 +265,7 @@ KILLED_RUN = """
 import json, os, signal, sys
 import attnmt.checkpoint as checkpoint
 from attnmt.config import load_config
-from attnmt.train import train
+from attnmt.training import train
 
 real_save_file = checkpoint.save_file
 

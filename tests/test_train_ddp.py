@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import attnmt.data
+import attnmt.training.run
 from attnmt.checkpoint import load_checkpoint
 from attnmt.config import load_config
 from attnmt.data import TokenBatcher, collate, prepare
-from attnmt.train import train
+from attnmt.training import train
 
 TINY = [
     "data.corpus=reverse",
@@ -118,7 +118,7 @@ def train_losses(run_dir: Path) -> dict[int, float]:
 def one_process_reference(tmp_path: Path, steps: int, monkeypatch) -> Path:
     run_dir = tmp_path / "single"
     with monkeypatch.context() as patch:
-        patch.setattr(attnmt.data, "TokenBatcher", GlobalBatcher)
+        patch.setattr(attnmt.training.run, "TokenBatcher", GlobalBatcher)
         cfg = load_config(None, settings(tmp_path, run_dir, f"train.max_steps={steps}"))
         assert train(cfg, progress=False).step == steps
     return run_dir

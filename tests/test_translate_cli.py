@@ -20,10 +20,9 @@ import torch
 from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.data.alignments import parse_pharaoh
-from attnmt.plot import load_arrays
-from attnmt.runs import load_run
-from attnmt.train import train
-from attnmt.translate import translate_ids
+from attnmt.inference import load_run, translate_ids
+from attnmt.plotting import load_arrays
+from attnmt.training import train
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "café", "naïve"]
 WORDS += ["Ελληνικά", "λόγος", "Привет", "мир", "שלום", "עולם", "مرحبا", "بالعالم", "🙂", "🚀"]

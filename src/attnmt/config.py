@@ -9,7 +9,7 @@ applied) is what gets saved into every run directory and checkpoint.
     cfg = load_config("configs/quickstart.yaml", overrides=["model.hidden_size=512"])
     save_config(cfg, run_dir / "config.yaml")
 
-Only the CLI and `attnmt.train` read configuration; every other module takes plain
+Only the CLI and `attnmt.training.loop` read configuration; every other module takes plain
 arguments.
 """
 

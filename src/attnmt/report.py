@@ -1,285 +1,30 @@
-"""`attnmt evaluate RUN`: decode a split, score it, and write a report into RUN/eval/.
+"""Reports of evaluations, as files and tables: what `attnmt evaluate` writes into
+RUN/eval/ and what `attnmt compare` reads back from several runs.
 
-    attnmt evaluate runs/reverse                       # test split, greedy
-    attnmt evaluate runs/bible --split dev --beam 5 --limit 500
+    files = write_report(result, hypotheses, alignments, out_dir, name)  # .json/.md/.txt/...
+    rows = [summarize(run_dir, name, evaluation) for ...]                 # one row a run
+    print(comparison_table(rows))
 
-The split comes from `prepare(cfg.data)` with the run's own config (the data cache, or the
-installed corpus package); the text is encoded with the run's own vocabulary. Written, for
-split `test` and beam 1 (`{split}-beam{K}`):
-
-    RUN/eval/test-beam1.json        every number below, with sacrebleu's signatures
-    RUN/eval/test-beam1.md          a short markdown report
-    RUN/eval/test-beam1.txt         the translations, one per line
-    RUN/eval/test-beam1-length.png  BLEU by source length (and .svg)
-    RUN/eval/test-beam1.align       gold-alignment corpus only: the predicted links (Pharaoh)
-
-Scores: sacrebleu BLEU and chrF against every reference of the split, BLEU and chrF by
-source length (buckets of 10 words, Bahdanau et al. 2014 Fig. 2), and the decoding speed
-(sentences per second, wall clock of the decoding alone). For `data.corpus: alignments`
-(Greek→English with gold links) also the alignment error rate (Och & Ney 2003): the model
-reads each reference (forced decoding), its attention is merged to words and each English
-word linked to its most-attended Greek word; precision, recall and AER against the gold
-links, beside the diagonal baseline, and for the Transformer per layer and head.
+`result` is the dict `attnmt.inference.evaluation.evaluate_examples` returns (scores,
+BLEU by length, speed) with the alignment report added where there is one.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-import time
-from functools import lru_cache
+import json
+import statistics
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
-from attnmt.decode_options import (
-    add_decoding_arguments,
-    check_decoding_arguments,
-    pick_device,
-    source_limit,
-)
-from attnmt.errors import UserError
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "run",
-        metavar="RUN",
-        help="a run directory (its best checkpoint, else the latest) or a checkpoint directory",
-    )
-    parser.add_argument(
-        "--split", default="test", choices=("test", "dev"), help="which split (default test)"
-    )
-    parser.add_argument(
-        "--limit", type=int, default=None, metavar="N", help="only the first N sentences"
-    )
-    parser.add_argument(
-        "--out",
-        metavar="DIR",
-        default=None,
-        help="where to write the report (default RUN/eval, where `attnmt compare` looks)",
-    )
-    add_decoding_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    from attnmt.attention_maps import choose_attention
-    from attnmt.data import prepare
-    from attnmt.runs import load_run
-
-    check_decoding_arguments(args)
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"--limit must be at least 1, got {args.limit}")
-    loaded = load_run(args.run, device=pick_device(args.device))
-    choice = choose_attention(loaded.cfg.model, layer=args.align_layer, head=args.align_head)
-    examples = prepare(loaded.cfg.data).split(args.split)[: args.limit]
-    if not examples:
-        raise UserError(
-            f"the {args.split} split of data.corpus '{loaded.cfg.data.corpus}' is empty; "
-            "evaluate another split (--split) or set its path in the run's config"
-        )
-    limit = source_limit(loaded.cfg.model, args.max_source_len)
-    result, hypotheses = evaluate_examples(loaded, examples, args, limit)
-    alignments = None
-    if loaded.cfg.data.corpus == "alignments":
-        if not getattr(loaded.model, "uses_attention", True):
-            result["alignment"] = {"skipped": "the model has no attention"}
-        else:
-            result["alignment"], alignments = alignment_report(
-                loaded, examples, choice, limit, args.batch_tokens
-            )
-    out_dir = Path(args.out) if args.out else loaded.run_dir / "eval"
-    files = write_report(result, hypotheses, alignments, out_dir, loaded.run_dir.name)
-    print_summary(result, files)
-    return 0
-
-
-# --- decoding and scores -------------------------------------------------------------------
-
-
-def evaluate_examples(loaded, examples, args: argparse.Namespace, limit: int):
-    """Decode `examples` and score them; returns (the result dict, the hypotheses)."""
-    from attnmt.evaluate import bleu_by_length, bleu_tokenizer, corpus_scores
-    from attnmt.translate import translate_ids
-
-    vocab = loaded.vocab
-    sources, truncated = [], []
-    for index, ex in enumerate(examples):
-        ids = vocab.src.encode(ex.src)  # the run's vocabulary, whatever the cache holds
-        if len(ids) > limit:
-            truncated.append(index)
-            ids = ids[:limit]
-        sources.append(ids)
-    bar = tqdm(
-        total=len(sources),
-        unit="sent",
-        desc=f"decoding {args.split}",
-        file=sys.stderr,
-        dynamic_ncols=True,
-        disable=not sys.stderr.isatty(),
-    )
-    device = next(loaded.model.parameters()).device
-    with bar:
-        _synchronize(device)
-        started = time.perf_counter()
-        translations = translate_ids(
-            loaded.model,
-            sources,
-            vocab.tgt.decode,
-            beam_size=args.beam,
-            alpha=args.alpha,
-            max_len_ratio=args.max_len_ratio,
-            max_tokens=args.batch_tokens,
-            progress=bar,
-        )
-        _synchronize(device)
-        seconds = time.perf_counter() - started
-    hypotheses = [t.text for t in translations]
-    references = [[ex.tgt, *ex.refs] for ex in examples]
-    tokenize = bleu_tokenizer(loaded.cfg.data.tgt)
-    scores = corpus_scores(hypotheses, references, tokenize=tokenize)
-    by_length = bleu_by_length(
-        [ex.src for ex in examples], hypotheses, references, tokenize=tokenize
-    )
-    cfg = loaded.cfg
-    result: dict[str, Any] = {
-        "run": str(loaded.run_dir),
-        "checkpoint": str(loaded.checkpoint),
-        "step": loaded.step,
-        "model": cfg.model.name,
-        "corpus": cfg.data.corpus,
-        "src": cfg.data.src,
-        "tgt": cfg.data.tgt,
-        "split": args.split,
-        "limit": args.limit,
-        "beam": args.beam,
-        "alpha": args.alpha,
-        "max_len_ratio": args.max_len_ratio,
-        "parameters": sum(p.numel() for p in loaded.model.parameters()),
-        **scores,
-        "bleu_by_length": by_length,
-        "speed": {
-            "sentences": len(examples),
-            "seconds": round(seconds, 3),
-            "sentences_per_s": round(len(examples) / max(seconds, 1e-9), 2),
-            "output_subwords_per_s": round(
-                sum(len(t.tokens) + 1 for t in translations) / max(seconds, 1e-9), 1
-            ),
-            "device": str(device),
-            "batch_tokens": args.batch_tokens,
-        },
-        "source_limit": limit,
-        "truncated": [examples[i].id or i for i in truncated],
-    }
-    return result, hypotheses
-
-
-def _synchronize(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-# --- alignment error rate ------------------------------------------------------------------
-
-
-def alignment_report(loaded, examples, choice, limit: int, max_tokens: int):
-    """AER of the run's attention on `examples` (whose ids are gold verse refs).
-
-    Returns (the report dict, the predicted links per example: None where skipped).
-    """
-    from attnmt.attention_maps import (
-        AttentionChoice,
-        forced_weights,
-        select,
-        source_words,
-        word_view,
-    )
-    from attnmt.evaluate import alignment_scores, diagonal_alignment
-
-    gold = _gold_by_ref()
-    vocab = loaded.vocab
-    chosen, pairs, maps = [], [], []
-    skipped = {"no_gold": 0, "word_mismatch": 0}
-    for index, ex in enumerate(examples):
-        verse = gold.get(ex.id)
-        if verse is None:
-            skipped["no_gold"] += 1
-            continue
-        src_ids = vocab.src.encode(ex.src)
-        tgt_ids = vocab.tgt.encode(ex.tgt)
-        # The gold links index the words of the verse: the word maps must see the same.
-        source = source_words(vocab.src, ex.src, len(src_ids))
-        target = source_words(vocab.tgt, ex.tgt, len(tgt_ids))
-        if (source.words, target.words) != (verse.src, verse.tgt):
-            skipped["word_mismatch"] += 1
-            continue
-        if len(src_ids) > limit:  # links to the words cut off count as missed
-            src_ids = src_ids[:limit]
-            source = source_words(vocab.src, ex.src, limit)
-        chosen.append(index)
-        pairs.append((src_ids, tgt_ids))
-        maps.append((source, target, verse))
-    if not pairs:  # nothing scored is not a perfect score
-        return {"sentences": 0, "skipped": skipped, "note": "no verse could be scored"}, [
-            None
-        ] * len(examples)
-    weights = forced_weights(loaded.model, pairs, max_tokens=max_tokens)
-
-    def links_of(choice: AttentionChoice) -> list[set[tuple[int, int]]]:
-        return [
-            word_view(select(w, choice), source, target).links
-            for w, (source, target, _) in zip(weights, maps, strict=True)
-        ]
-
-    sure = [verse.links for _, _, verse in maps]
-    predicted = links_of(choice)
-    scores = _rounded(alignment_scores(predicted, sure))
-    diagonal = [diagonal_alignment(len(v.src), len(v.tgt)) for _, _, v in maps]
-    report: dict[str, Any] = {
-        "method": "forced decoding of the reference; attention merged to words; each "
-        "target word linked to its most-attended source word",
-        "attention": choice.as_dict(),
-        **scores,
-        "skipped": skipped,
-        "diagonal": _rounded(alignment_scores(diagonal, sure)),
-    }
-    if choice.transformer and weights:
-        rows = []
-        for layer in range(1, choice.layers + 1):
-            for head in [*range(1, choice.heads + 1), None]:
-                pick = AttentionChoice(True, layer, head, choice.layers, choice.heads)
-                row = _rounded(alignment_scores(links_of(pick), sure))
-                rows.append({"layer": layer, "head": head or "mean", **row})
-        report["by_head"] = rows
-    per_example: list[set[tuple[int, int]] | None] = [None] * len(examples)
-    for index, links in zip(chosen, predicted, strict=True):
-        per_example[index] = links
-    return report, per_example
-
-
-@lru_cache(maxsize=1)
-def _gold_by_ref() -> dict[str, Any]:
-    """The gold verses by reference ("John 3:16"); read once per process (~2 s)."""
-    from attnmt.data.alignments import load_gold
-
-    return {verse.ref: verse for verse in load_gold().verses}
-
-
-def _rounded(scores: dict[str, Any]) -> dict[str, Any]:
-    return {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}
-
-
-# --- files ---------------------------------------------------------------------------------
+from attnmt.checkpoint import resolve_checkpoint, write_json_atomic
+from attnmt.data.alignments import write_pharaoh
+from attnmt.errors import CheckpointError, DataError
+from attnmt.metrics import markdown_table
+from attnmt.plotting import length_curves
 
 
 def write_report(result, hypotheses, alignments, out_dir: Path, name: str) -> list[Path]:
     """Write the JSON, markdown, translations, length plot and Pharaoh links."""
-    from attnmt.checkpoint import write_json_atomic
-    from attnmt.data.alignments import write_pharaoh
-    from attnmt.plot import length_curves
 
     stem = f"{result['split']}-beam{result['beam']}"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -306,7 +51,6 @@ def write_report(result, hypotheses, alignments, out_dir: Path, name: str) -> li
 
 def markdown(result: dict[str, Any], plot_name: str) -> str:
     """The short markdown report of an evaluation result."""
-    from attnmt.evaluate import markdown_table
 
     speed = result["speed"]
     lines = [
@@ -399,28 +143,114 @@ def _aer_row(name: str, s: dict[str, Any]) -> str:
     )
 
 
-def print_summary(result: dict[str, Any], files: list[Path]) -> None:
-    speed = result["speed"]
-    print(
-        f"{result['split']}: {result['sentences']} sentences, beam {result['beam']}: "
-        f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  exact {result['exact']:.1f}% "
-        f"({result['references']} reference(s))"
-    )
-    print(f"  {result['bleu_signature']}")
-    alignment = result.get("alignment")
-    if alignment and "aer" in alignment:
-        print(
-            f"AER {100 * alignment['aer']:.1f}% (precision {100 * alignment['precision']:.1f}%, "
-            f"recall {100 * alignment['recall']:.1f}%); diagonal baseline AER "
-            f"{100 * alignment['diagonal']['aer']:.1f}%"
-        )
-        if "by_head" in alignment:
-            best = min(alignment["by_head"], key=lambda r: r["aer"])
-            print(
-                f"  best head: layer {best['layer']} head {best['head']} "
-                f"(AER {100 * best['aer']:.1f}%)"
-            )
-    print(f"decoding: {speed['sentences_per_s']:.1f} sentences/s on {speed['device']}")
-    if result["truncated"]:
-        print(f"{len(result['truncated'])} source(s) truncated to {result['source_limit']}")
-    print(f"wrote {files[0].parent}/: " + ", ".join(p.name for p in files))
+COLUMNS = (
+    ("run", "run"),
+    ("model", "model"),
+    ("step", "steps"),
+    ("bleu", "BLEU"),
+    ("chrf", "chrF"),
+    ("aer", "AER (%)"),
+    ("parameters", "parameters"),
+    ("training_time", "training time"),
+    ("tokens_per_s", "train tokens/s"),
+    ("sentences_per_s", "decode sent/s"),
+    ("beam", "beam"),
+)
+
+
+def find_evaluation(run_dir: Path, split: str, beam: int | None) -> Path | None:
+    """The run's evaluation JSON of `split` (with `beam`, else the most recent one)."""
+    pattern = f"{split}-beam{beam}.json" if beam else f"{split}-beam*.json"
+    found = sorted((run_dir / "eval").glob(pattern), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def run_names(runs: list[Path]) -> list[str]:
+    """Directory names, or the paths where two runs share a name."""
+    names = [p.name or str(p) for p in runs]
+    return [str(p) if names.count(n) > 1 else n for p, n in zip(runs, names, strict=True)]
+
+
+def read_evaluation(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise DataError(
+            f"{path} cannot be read ({type(err).__name__}); run `attnmt evaluate` again"
+        ) from None
+
+
+def training_summary(run_dir: Path) -> dict[str, Any]:
+    """Steps and training time (latest checkpoint), median training tokens/s (metrics)."""
+
+    summary: dict[str, Any] = {"trained_steps": None, "training_seconds": None}
+    try:
+        state = json.loads((resolve_checkpoint(run_dir, "latest") / "state.json").read_text())
+        summary["trained_steps"] = int(state.get("step", 0))
+        summary["training_seconds"] = float(state.get("progress", {}).get("elapsed", 0.0))
+    except (CheckpointError, OSError, ValueError, TypeError, AttributeError):
+        pass
+    rates = []
+    try:
+        with open(run_dir / "metrics.jsonl", encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # a line still being written by a running training
+                if isinstance(event, dict) and event.get("type") == "train":
+                    rates.append(float(event.get("tokens_per_s", 0.0)))
+    except OSError:
+        pass
+    summary["tokens_per_s"] = round(statistics.median(rates), 1) if rates else None
+    return summary
+
+
+def summarize(run_dir: Path, name: str, evaluation: dict[str, Any]) -> dict[str, Any]:
+    """One table row from an evaluation JSON and the run's training records."""
+    alignment = evaluation.get("alignment") or {}
+    training = training_summary(run_dir)
+    return {
+        "run": name,
+        "path": str(run_dir),
+        "model": evaluation.get("model"),
+        "step": evaluation.get("step"),
+        "bleu": evaluation.get("bleu"),
+        "chrf": evaluation.get("chrf"),
+        "aer": round(100 * alignment["aer"], 1) if "aer" in alignment else None,
+        "parameters": evaluation.get("parameters"),
+        **training,
+        "training_time": _duration(training["training_seconds"]),
+        "sentences_per_s": (evaluation.get("speed") or {}).get("sentences_per_s"),
+        "beam": evaluation.get("beam"),
+        "sentences": evaluation.get("sentences"),
+        "bleu_signature": evaluation.get("bleu_signature"),
+        "bleu_by_length": evaluation.get("bleu_by_length", []),
+        "evaluation": str(run_dir / "eval" / f"{evaluation['split']}-beam{evaluation['beam']}"),
+    }
+
+
+def _duration(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+def comparison_table(rows: list[dict[str, Any]]) -> str:
+    """The comparison as a markdown table; a value a run does not have is "—"."""
+
+    def cell(key: str, value: Any) -> str:
+        if value is None:
+            return "—"
+        if key in ("parameters", "tokens_per_s"):
+            return f"{value:,.0f}"
+        if isinstance(value, float):
+            return f"{value:.1f}" if key in ("aer", "sentences_per_s") else f"{value:.2f}"
+        return str(value).replace("|", "\\|")
+
+    header = "| " + " | ".join(title for _, title in COLUMNS) + " |"
+    rule = "|" + "|".join("---" if key in ("run", "model") else "---:" for key, _ in COLUMNS) + "|"
+    body = ["| " + " | ".join(cell(k, row.get(k)) for k, _ in COLUMNS) + " |" for row in rows]
+    return "\n".join([header, rule, *body]) + "\n"

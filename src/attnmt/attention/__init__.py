@@ -20,12 +20,12 @@ from attnmt.attention import functional
 from attnmt.attention.additive import AdditiveScore, ConcatScore
 from attnmt.attention.base import AttentionOutput, Score
 from attnmt.attention.content import CosineScore
-from attnmt.attention.hard import MODES
-from attnmt.attention.local import SCOPES, LocalPredictor
 from attnmt.attention.location import LocationScore
 from attnmt.attention.mechanism import Attention
+from attnmt.attention.modes import MODES
 from attnmt.attention.multihead import MultiHeadAttention
 from attnmt.attention.multiplicative import DotScore, GeneralScore, ScaledDotScore
+from attnmt.attention.scopes import SCOPES, LocalPredictor
 
 __all__ = [
     "AdditiveScore",

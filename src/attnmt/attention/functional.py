@@ -218,3 +218,14 @@ def scaled_dot_product(
         query, key, value, attn_mask=mask | ~alive, dropout_p=dropout_p
     )
     return AttentionOutput(context=context * alive, weights=None)
+
+
+def attention_entropy(probs: Tensor) -> Tensor:
+    """Entropy H = -Σ_s p_s log p_s of each attention distribution (0 log 0 = 0, with
+    finite gradients).
+
+    Shapes:
+        probs (B, T, S) -> (B, T)
+    """
+    tiny = torch.finfo(probs.dtype).tiny
+    return -(probs * probs.clamp_min(tiny).log()).sum(dim=-1)

@@ -17,8 +17,8 @@ from torch import Tensor, nn
 
 from attnmt.attention import functional as AF
 from attnmt.attention.base import AttentionOutput, Score, check_shape
-from attnmt.attention.hard import MODES, hard_weights, soft_weights
-from attnmt.attention.local import SCOPES, LocalPredictor, apply_scope
+from attnmt.attention.modes import MODES, hard_weights, soft_weights
+from attnmt.attention.scopes import SCOPES, LocalPredictor, apply_scope
 
 
 class Attention(nn.Module):

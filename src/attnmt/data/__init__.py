@@ -9,10 +9,17 @@ Greek→English word alignments, Pharaoh files), `subwords` (sentencepiece, voca
 `batching` (token-budget batches, resumable, sharded), `synthetic` (reverse, copy, sort).
 """
 
-from attnmt.data.batching import TokenBatcher, eval_batches, padding_fraction
+from attnmt.data.batching import (
+    TokenBatcher,
+    batches_by_length,
+    eval_batches,
+    pad_batch,
+    padding_fraction,
+)
 from attnmt.data.prepare import PreparedData, prepare
 from attnmt.data.subwords import Vocab, load_vocab
-from attnmt.data.types import BOS, EOS, PAD, UNK, Batch, Example, collate
+from attnmt.data.types import Batch, Example, collate
+from attnmt.data.vocab import BOS, EOS, PAD, UNK
 
 __all__ = [
     "BOS",
@@ -24,9 +31,11 @@ __all__ = [
     "PreparedData",
     "TokenBatcher",
     "Vocab",
+    "batches_by_length",
     "collate",
     "eval_batches",
     "load_vocab",
+    "pad_batch",
     "padding_fraction",
     "prepare",
 ]

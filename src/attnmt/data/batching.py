@@ -37,9 +37,15 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from attnmt.data.types import Batch, Example, collate
+import torch
+from torch import Tensor
+
+from attnmt.data.types import Batch, Example, collate, pad
 
 CHUNK_BATCHES = 8  # batches pooled for the second, source-length sort (see above)
+# Decoding's default budget (translate, evaluate, plot, validation): the same B * S cost,
+# with the source alone known. Beam search divides it by the beam size (K rows a sentence).
+DECODE_BATCH_TOKENS = 4000
 _STATE_KEYS = ("epoch", "position", "seed", "batch_tokens", "world_size", "rank", "examples")
 
 
@@ -274,7 +280,7 @@ class TokenBatcher:
 
 
 # --------------------------------------------------------------------------------------
-# Evaluation and statistics
+# Evaluation, decoding and statistics
 # --------------------------------------------------------------------------------------
 
 
@@ -291,6 +297,23 @@ def eval_batches(examples: list[Example], *, batch_tokens: int) -> Iterator[Batc
     src_len, tgt_len = _lengths(examples)
     for indices in _bucket(src_len, tgt_len, batch_tokens, None):
         yield collate([examples[i] for i in indices], indices)
+
+
+def batches_by_length(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Decoding: sentence indices grouped by length, shortest first, with the same budget.
+
+    Only the source is known before decoding, so `lengths` are source lengths (EOS
+    included) and each batch keeps `len(batch) * max(lengths) <= batch_tokens`.
+    """
+    _check_budget(batch_tokens)
+    lengths = list(lengths)
+    return _pack(_sorted_order(lengths, lengths, None), lengths, lengths, batch_tokens)
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], device: torch.device) -> tuple[Tensor, Tensor]:
+    """Id lists as a padded (B, S) tensor and its mask (True = real token) on `device`."""
+    ids, mask = pad(sequences)
+    return ids.to(device), mask.to(device)
 
 
 def padding_fraction(

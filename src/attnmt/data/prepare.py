@@ -26,9 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from attnmt.config import DataConfig, to_dict
+from attnmt.data import alignments, bible
+from attnmt.data.batching import padding_fraction
+from attnmt.data.files import load_split
 from attnmt.data.subwords import Vocab, load_vocab, train_vocab
-from attnmt.data.synthetic import SymbolVocab
-from attnmt.data.types import UNK, Example
+from attnmt.data.synthetic import SymbolVocab, make_task
+from attnmt.data.types import Example
+from attnmt.data.vocab import UNK
 from attnmt.errors import DataError
 
 FORMAT = 2  # bump when the cached layout or the cleaning changes
@@ -122,8 +126,6 @@ def _read_splits(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, A
     if cfg.corpus == "bible":
         return _bible(cfg)
     if cfg.corpus in ("files", "tsv"):
-        from attnmt.data.files import load_split
-
         splits = {}
         for name in ("train", "dev", "test"):
             path = getattr(cfg, f"{name}_path")
@@ -137,8 +139,6 @@ def _read_splits(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, A
         splits["train"] = [ex for ex in splits["train"] if not _too_long(ex, cfg.max_words)]
         return splits, {"removed_long": len(long)}
     if cfg.corpus == "alignments":
-        from attnmt.data import alignments
-
         gold = alignments.load_gold()
         parts = alignments.split_by_book(
             gold.verses, test_books=cfg.test_books, dev_books=cfg.dev_books
@@ -163,7 +163,6 @@ def _read_splits(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, A
             "removed_long": len(long),
             **books,
         }
-    from attnmt.data.synthetic import make_task
 
     splits = make_task(
         cfg.corpus,
@@ -179,7 +178,6 @@ def _too_long(ex: Example, max_words: int) -> bool:
 
 
 def _bible(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, Any]]:
-    from attnmt.data import bible
 
     extra_refs = bible.other_versions(cfg.tgt, src=cfg.src)
     bible.version(cfg.src)
@@ -217,7 +215,6 @@ def compute_stats(
     splits: dict[str, list[Example]], vocab: Vocab, cfg: DataConfig
 ) -> dict[str, Any]:
     """Pair counts, length histograms, vocabulary coverage and padding at the budget."""
-    from attnmt.data.batching import padding_fraction
 
     stats: dict[str, Any] = {
         "corpus": cfg.corpus,
@@ -298,8 +295,6 @@ def _load(directory: Path, cfg: DataConfig) -> PreparedData:
         ) from None
     vocab = load_vocab(directory / "vocab")
     if stats.get("batch_tokens") != cfg.batch_tokens:
-        from attnmt.data.batching import padding_fraction
-
         stats["batch_tokens"] = cfg.batch_tokens
         stats["padding_fraction"] = round(padding_fraction(splits["train"], cfg.batch_tokens), 4)
     stats["cached"] = True

@@ -32,7 +32,7 @@ from typing import Protocol
 import sentencepiece as spm
 
 from attnmt.data.synthetic import SymbolVocab
-from attnmt.data.types import BOS, EOS, PAD, UNK
+from attnmt.data.vocab import BOS, EOS, PAD, UNK
 from attnmt.errors import DataError
 
 WORD_START = "\u2581"  # sentencepiece's "▁": this piece begins a new word

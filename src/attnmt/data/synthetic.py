@@ -23,7 +23,8 @@ import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from attnmt.data.types import BOS, EOS, PAD, UNK, Example
+from attnmt.data.types import Example
+from attnmt.data.vocab import BOS, EOS, PAD, UNK
 from attnmt.errors import DataError
 
 NUM_SYMBOLS = 51  # the integers 0..50

@@ -1,22 +1,16 @@
-"""The plain objects every part of `attnmt.data` passes around.
-
-Special symbols have fixed ids in every vocabulary (sentencepiece models are trained with
-these ids, synthetic vocabularies use them too), so models, decoders and batches agree:
-
-    PAD = 0   padding (never attended to, ignored by the loss)
-    UNK = 1   unknown piece
-    BOS = 2   begin of sentence (the first decoder input)
-    EOS = 3   end of sentence (appended to every source and target)
-"""
+"""The plain objects every part of `attnmt.data` passes around: a sentence pair
+(`Example`), a padded batch (`Batch`, made by `collate`) and `pad`, the one padding
+function training and decoding share. The special ids are in `attnmt.data.vocab`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
+from attnmt.data.vocab import BOS, EOS, PAD
 
 
 @dataclass
@@ -57,19 +51,34 @@ class Batch:
     tgt_mask: Tensor
     indices: list[int] = field(default_factory=list)
 
+    def to(self, device: torch.device) -> Batch:
+        """The same batch with its tensors on `device` (itself when they are there)."""
+        if self.src.device == device:
+            return self
+        moved = {f: getattr(self, f).to(device) for f in _TENSORS}
+        return Batch(**moved, indices=self.indices)
+
+
+_TENSORS = ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")
+
 
 def collate(examples: list[Example], indices: list[int] | None = None) -> Batch:
     """Pad a list of examples into a `Batch` (see its docstring for the layout)."""
     sources = [[*ex.src_ids, EOS] for ex in examples]
     tgt_in = [[BOS, *ex.tgt_ids] for ex in examples]
     tgt_out = [[*ex.tgt_ids, EOS] for ex in examples]
-    src, src_mask = _pad(sources)
-    tin, tgt_mask = _pad(tgt_in)
-    tout, _ = _pad(tgt_out)
+    src, src_mask = pad(sources)
+    tin, tgt_mask = pad(tgt_in)
+    tout, _ = pad(tgt_out)
     return Batch(src, src_mask, tin, tout, tgt_mask, list(indices or range(len(examples))))
 
 
-def _pad(rows: list[list[int]]) -> tuple[Tensor, Tensor]:
+def pad(rows: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
+    """Right-pad id lists with PAD into a (B, width) tensor and its mask (True = real token).
+
+    Shapes:
+        -> ids (B, width), mask (B, width); width = the longest row (at least 1)
+    """
     width = max(1, max((len(r) for r in rows), default=1))
     ids = torch.full((len(rows), width), PAD, dtype=torch.long)
     for i, row in enumerate(rows):

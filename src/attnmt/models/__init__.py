@@ -7,7 +7,7 @@
 - `transformer`: multi-head attention throughout (Vaswani et al. 2017).
 
 Hard attention (Xu et al. 2015, `model.mode: hard`) works in both attentional RNNs; its
-REINFORCE terms are in `attnmt.models.losses`.
+REINFORCE terms are in `attnmt.training.losses`.
 
     model = build_model(cfg.model, src_vocab_size, tgt_vocab_size)
     out = model(src, src_mask, tgt_in, need_weights=False)   # ModelOutput
@@ -17,23 +17,17 @@ REINFORCE terms are in `attnmt.models.losses`.
     memory.select(indices); state.select(indices)            # beam search
 """
 
-from attnmt.models.base import BOS, EOS, PAD, UNK, BatchFirst, ModelOutput, Seq2Seq
+from attnmt.models.base import BatchFirst, ModelOutput, Seq2Seq
 from attnmt.models.builder import build_model, model_names
-from attnmt.models.losses import MovingAverageBaseline, reinforce_loss
-from attnmt.models.luong import LuongAttention
+from attnmt.models.luong import LuongNMT
 from attnmt.models.rnn import RNNEncDec, RNNMemory, RNNState
 from attnmt.models.rnnsearch import RNNSearch
 from attnmt.models.transformer import Transformer, TransformerMemory, TransformerState
 
 __all__ = [
-    "BOS",
-    "EOS",
-    "PAD",
-    "UNK",
     "BatchFirst",
-    "LuongAttention",
+    "LuongNMT",
     "ModelOutput",
-    "MovingAverageBaseline",
     "RNNEncDec",
     "RNNMemory",
     "RNNSearch",
@@ -44,5 +38,4 @@ __all__ = [
     "TransformerState",
     "build_model",
     "model_names",
-    "reinforce_loss",
 ]

@@ -23,8 +23,6 @@ from typing import Any, Self
 import torch
 from torch import Tensor, nn
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
-
 
 @dataclass
 class ModelOutput:

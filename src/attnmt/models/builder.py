@@ -13,7 +13,7 @@ from attnmt import attention
 from attnmt.config import ModelConfig
 from attnmt.errors import ConfigError
 from attnmt.models.base import Seq2Seq
-from attnmt.models.luong import LuongAttention
+from attnmt.models.luong import LuongNMT
 from attnmt.models.rnn import HARD_EVAL, RNNEncDec
 from attnmt.models.rnnsearch import RNNSearch
 from attnmt.models.transformer import Transformer
@@ -87,7 +87,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     - rnnsearch: `RNNSearch` (Bahdanau et al. 2015); attention query s_{i-1} (width
       hidden_size), keys [→h_j; ←h_j] (2 · hidden_size), so `dot`/`scaled_dot` cannot be
       used (they need equal widths).
-    - luong: `LuongAttention` (Luong et al. 2015), any score, scope and mode.
+    - luong: `LuongNMT` (Luong et al. 2015), any score, scope and mode.
     - transformer: `Transformer` (Vaswani et al. 2017), d_model = hidden_size.
 
     Raises:
@@ -109,7 +109,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
         )
     if cfg.name == "luong":
         attn = _attention(cfg, query_dim=D, key_dim=D)  # query h_t, keys h̄_s
-        return LuongAttention(
+        return LuongNMT(
             src_vocab_size,
             tgt_vocab_size,
             attention=attn,

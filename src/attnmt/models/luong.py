@@ -12,11 +12,11 @@ from torch import Tensor, nn
 
 from attnmt.attention import Attention, AttentionOutput
 from attnmt.models.base import ModelOutput, check_inputs
-from attnmt.models.encoders import RecurrentEncoder, init_uniform, rnn_dropout
+from attnmt.models.layers import RecurrentEncoder, init_uniform, rnn_dropout
 from attnmt.models.rnn import AttentionalRNN, RNNMemory, RNNState, from_layers, to_layers
 
 
-class LuongAttention(AttentionalRNN):
+class LuongNMT(AttentionalRNN):
     """Luong et al. 2015's attentional stacked-LSTM encoder–decoder.
 
     The encoder is an L-layer LSTM (source states h̄_s: the top layer); the decoder an

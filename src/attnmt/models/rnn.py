@@ -2,7 +2,7 @@
 
 - `RNNMemory` / `RNNState`: the batch-first containers of `encode` and `step`.
 - `AttentionalRNN`: the attention call and the bookkeeping of hard attention (REINFORCE
-  log-probabilities, entropies, `hard_eval`) shared by `RNNSearch` and `LuongAttention`.
+  log-probabilities, entropies, `hard_eval`) shared by `RNNSearch` and `LuongNMT`.
 - `RNNEncDec`: Cho et al. 2014's encoder–decoder, which squeezes the whole source into one
   fixed-length vector c: the bottleneck attention removes.
 
@@ -20,14 +20,14 @@ from torch import Tensor, nn
 
 from attnmt.attention import Attention, AttentionOutput
 from attnmt.attention import functional as AF
+from attnmt.attention.functional import attention_entropy
 from attnmt.models.base import BatchFirst, ModelOutput, Seq2Seq, check_inputs
-from attnmt.models.encoders import (
+from attnmt.models.layers import (
     Maxout,
     RecurrentEncoder,
     init_gaussian_orthogonal,
     rnn_dropout,
 )
-from attnmt.models.losses import attention_entropy
 
 HARD_EVAL = ("argmax", "soft")
 

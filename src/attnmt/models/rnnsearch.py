@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from attnmt.attention import Attention, AttentionOutput
 from attnmt.models.base import ModelOutput, check_inputs
-from attnmt.models.encoders import (
+from attnmt.models.layers import (
     Maxout,
     RecurrentEncoder,
     init_gaussian_orthogonal,

@@ -25,7 +25,8 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.attention import MultiHeadAttention
-from attnmt.models.base import PAD, BatchFirst, ModelOutput, Seq2Seq, check_inputs
+from attnmt.data.vocab import PAD
+from attnmt.models.base import BatchFirst, ModelOutput, Seq2Seq, check_inputs
 
 KV = tuple[Tensor, Tensor]  # projected keys and values, each (B, H, S, Dh)
 

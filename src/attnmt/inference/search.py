@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-BOS, EOS = 2, 3
+from attnmt.data.vocab import BOS, EOS
 
 
 @dataclass

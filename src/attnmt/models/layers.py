@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnmt.models.base import PAD
+from attnmt.data.vocab import PAD
 
 
 @dataclass

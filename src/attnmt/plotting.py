@@ -40,6 +40,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ft2font import FT2Font
 
+from attnmt.arrays import to_numpy
+
 if TYPE_CHECKING:
     from torch import Tensor
 
@@ -124,12 +126,6 @@ def _drawing() -> Iterator[None]:
 # --- shared pieces -------------------------------------------------------------------------
 
 
-def _to_numpy(weights: np.ndarray | Tensor) -> np.ndarray:
-    if hasattr(weights, "detach"):
-        weights = weights.detach().cpu().float().numpy()
-    return np.asarray(weights, dtype=np.float32)
-
-
 def _check(
     weights: np.ndarray | Tensor,
     src_tokens: Sequence[str],
@@ -138,7 +134,7 @@ def _check(
     legend: str,
 ) -> np.ndarray:
     """Weights as numpy, after checking their rank and that every row and column has a label."""
-    array = _to_numpy(weights)
+    array = to_numpy(weights, np.float32)
     if array.ndim != ndim:
         raise ValueError(f"weights must be {legend}, got shape {tuple(array.shape)}")
     expected = (len(tgt_tokens), len(src_tokens))
@@ -287,7 +283,7 @@ def length_curves(
 ) -> list[Path]:
     """BLEU (or `metric`) against source length, one line per run (Bahdanau et al. Fig. 2).
 
-    `curves` maps a run name to its `attnmt.evaluate.bleu_by_length` rows. A point sits at
+    `curves` maps a run name to its `attnmt.metrics.bleu_by_length` rows. A point sits at
     its bucket's upper bound (`hi`) and the axis is labelled with the bucket labels, so runs
     whose empty buckets were left out still line up.
     """
@@ -338,7 +334,7 @@ def save_arrays(
     Shapes:
         weights: (T, S) or (L, H, T, S): anything ending in (T, S)
     """
-    array = _to_numpy(weights)
+    array = to_numpy(weights, np.float32)
     array = _check(array, src_tokens, tgt_tokens, max(array.ndim, 2), "(..., T, S)")
     try:
         meta_json = json.dumps(meta, ensure_ascii=False, sort_keys=True)

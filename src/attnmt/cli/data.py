@@ -14,7 +14,9 @@ import argparse
 import json
 import time
 
-from attnmt.config import add_override_argument
+from attnmt.config import add_override_argument, load_config
+from attnmt.data import alignments, bible
+from attnmt.data.prepare import prepare
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "list":
         return _list(args.books)
-    from attnmt.config import load_config
-    from attnmt.data.prepare import prepare
 
     cfg = load_config(args.config, args.overrides)
     started = time.perf_counter()
@@ -55,7 +55,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(books: bool) -> int:
-    from attnmt.data import bible
 
     if books:
         for number, name in bible.book_names().items():
@@ -124,8 +123,6 @@ def _show(data, n: int) -> None:
             print(f"  src pieces ({len(ex.src_ids)}): {' '.join(vocab.src.id_pieces(ex.src_ids))}")
             print(f"  tgt pieces ({len(ex.tgt_ids)}): {' '.join(vocab.tgt.id_pieces(ex.tgt_ids))}")
     if data.stats.get("corpus") == "alignments" and data.stats.get("test_books"):
-        from attnmt.data import alignments
-
         gold = alignments.load_gold()
         parts = alignments.split_by_book(
             gold.verses,

@@ -1,51 +1,16 @@
-"""Decoding options shared by `attnmt translate`, `evaluate` and `plot`.
-
-The flags (beam, length penalty, length limits, batch size, device, which Transformer
-attention aligns), their checks, and the source-length limit that keeps a too-long line
-from crashing a batch: it is truncated and reported instead.
+"""Decoding options shared by `attnmt translate`, `evaluate` and `plot`: the flags (beam,
+length penalty, length limits, batch size, device, which Transformer attention aligns)
+and their checks. The source-length limit itself is `attnmt.inference.source_limit`.
 """
 
 from __future__ import annotations
 
 import argparse
 
-import torch
-
+from attnmt.data.batching import DECODE_BATCH_TOKENS
+from attnmt.devices import DEVICES
 from attnmt.errors import UserError
-
-MAX_SOURCE_TOKENS = 400  # longer sources are truncated: decoding time grows with S × T
-
-
-def source_limit(model_cfg, requested: int | None = None) -> int:
-    """The longest source (subwords, EOS not counted) a run translates; longer are cut.
-
-    `MAX_SOURCE_TOKENS` by default; the `location` score of an RNN can only score
-    `model.max_source_len` positions, the EOS included. `requested` lowers the limit.
-    """
-    limit = MAX_SOURCE_TOKENS
-    hard = None
-    if model_cfg.name != "transformer" and model_cfg.attention == "location":
-        hard = model_cfg.max_source_len - 1  # the EOS takes one position
-        limit = min(limit, hard)
-    if requested is not None:
-        if requested < 1:
-            raise UserError(f"--max-source-len must be at least 1, got {requested}")
-        if hard is not None and requested > hard:
-            raise UserError(
-                f"--max-source-len {requested} is more than this model can read: its "
-                f"location attention scores at most {hard} source subwords plus the EOS"
-            )
-        limit = requested
-    return limit
-
-
-def pick_device(name: str) -> torch.device:
-    """`auto` (a GPU if there is one, else the CPU), `cpu` or `cuda`."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda was asked for but no GPU is available; use --device cpu")
-    return torch.device(name)
+from attnmt.inference import MAX_SOURCE_TOKENS
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,15 +44,16 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--batch-tokens",
         type=int,
-        default=4000,
+        default=DECODE_BATCH_TOKENS,
         metavar="N",
-        help="padded source subwords per batch (default 4000)",
+        help="padded tokens per batch: sentences x the longest source in subwords "
+        f"(default {DECODE_BATCH_TOKENS}; beam search divides it by K)",
     )
     group.add_argument(
         "--device",
         default="auto",
-        choices=("auto", "cpu", "cuda"),
-        help="where to decode (default auto: a GPU if there is one)",
+        choices=DEVICES,
+        help="where to decode (default auto: CUDA, else Apple mps, else the CPU)",
     )
     group.add_argument(
         "--align-layer",

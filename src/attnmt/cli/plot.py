@@ -4,7 +4,7 @@
     attnmt plot runs/reverse --sentences 3-7 --reference  # while reading the references
     attnmt plot --from runs/reverse/plots/test-5.npz      # redraw, no model needed
 
-Each sentence gives `{split}-{index}.npz` (weights, labels, metadata: `attnmt.plot.
+Each sentence gives `{split}-{index}.npz` (weights, labels, metadata: `attnmt.plotting.
 save_arrays`) and its pictures, PNG and SVG: one heatmap for an RNN; for the Transformer
 the grid of every layer and head (`{split}-{index}-layers`) and the alignment view (the
 chosen layer and head, `--align-layer`/`--align-head`). Indices count from 0 in the split
@@ -19,13 +19,21 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from attnmt.decode_options import (
-    add_decoding_arguments,
-    check_decoding_arguments,
-    pick_device,
-    source_limit,
-)
+from attnmt.cli.options import add_decoding_arguments, check_decoding_arguments
+from attnmt.data import prepare
+from attnmt.devices import pick_device
 from attnmt.errors import DataError, UserError
+from attnmt.inference import (
+    choose_attention,
+    draw_saved,
+    forced_weights,
+    labels,
+    load_run,
+    source_limit,
+    translate_ids,
+    write_attention,
+)
+from attnmt.plotting import load_arrays
 
 FORMATS = ("png", "svg")
 
@@ -117,14 +125,9 @@ def parse_indices(text: str) -> list[int]:
 
 def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
     """Decode the chosen sentences of a split with their weights; save and draw each."""
-    from attnmt.attention_maps import choose_attention, forced_weights, labels, write_attention
-    from attnmt.data import prepare
-    from attnmt.runs import load_run
-    from attnmt.translate import translate_ids
-
     check_decoding_arguments(args)
     indices = parse_indices(args.sentences)
-    loaded = load_run(args.run, device=pick_device(args.device))
+    loaded = load_run(args.run, device=pick_device(args.device, option="--device"))
     if not getattr(loaded.model, "uses_attention", True):
         raise UserError(
             f"this run's model ({loaded.cfg.model.name}) has no attention; nothing to draw"
@@ -144,7 +147,7 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
     if args.reference:
         targets = [vocab.tgt.encode(ex.tgt) for ex in chosen]
         weights = forced_weights(
-            loaded.model, list(zip(sources, targets, strict=True)), max_tokens=args.batch_tokens
+            loaded.model, list(zip(sources, targets, strict=True)), batch_tokens=args.batch_tokens
         )
         outputs = [ex.tgt for ex in chosen]
     else:
@@ -156,7 +159,7 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
             alpha=args.alpha,
             max_len_ratio=args.max_len_ratio,
             need_weights=True,
-            max_tokens=args.batch_tokens,
+            batch_tokens=args.batch_tokens,
         )
         targets = [t.tokens for t in translations]
         weights = [t.weights for t in translations]
@@ -186,9 +189,6 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
 
 def redraw(paths: list[str], args: argparse.Namespace, formats: list[str]) -> list[Path]:
     """Draw saved plot data again, with no model: the same pictures, or another view."""
-    from attnmt.attention_maps import draw_saved
-    from attnmt.plot import load_arrays
-
     files: list[Path] = []
     for name in paths:
         path = Path(name)

@@ -21,8 +21,12 @@ import json
 import time
 from pathlib import Path
 
-from attnmt.config import add_override_argument
+from attnmt.checkpoint import CheckpointManager
+from attnmt.cli import main as attnmt
+from attnmt.config import add_override_argument, load_config
+from attnmt.data import prepare
 from attnmt.errors import UserError
+from attnmt.training.loop import train
 
 DEFAULT_CONFIG = "configs/quickstart.yaml"
 
@@ -43,11 +47,6 @@ def _step(number: int, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from attnmt.checkpoint import CheckpointManager
-    from attnmt.cli import main as attnmt
-    from attnmt.config import load_config
-    from attnmt.data import prepare
-    from attnmt.train import train
 
     started = time.perf_counter()
     if not Path(args.config).is_file():

@@ -14,7 +14,9 @@ import torch
 
 from attnmt.checkpoint import load_checkpoint, resolve_checkpoint
 from attnmt.config import Config, from_dict
+from attnmt.data import load_vocab
 from attnmt.errors import CheckpointError
+from attnmt.models import build_model
 
 
 @dataclass
@@ -40,8 +42,6 @@ def find_checkpoint(path: str | Path) -> Path:
 
 def load_run(path: str | Path, *, device: str | torch.device = "cpu") -> LoadedRun:
     """Rebuild the model of a run (eval mode) with its vocabulary."""
-    from attnmt.data import load_vocab
-    from attnmt.models import build_model
 
     checkpoint = find_checkpoint(path)
     ck = load_checkpoint(checkpoint, with_optimizer=False)

@@ -1,0 +1,137 @@
+"""`attnmt evaluate RUN`: decode a split, score it, and write a report into RUN/eval/.
+
+    attnmt evaluate runs/reverse                       # test split, greedy
+    attnmt evaluate runs/bible --split dev --beam 5 --limit 500
+
+The split comes from `prepare(cfg.data)` with the run's own config (the data cache, or the
+installed corpus package); the text is encoded with the run's own vocabulary. Written, for
+split `test` and beam 1 (`{split}-beam{K}`):
+
+    RUN/eval/test-beam1.json        every number below, with sacrebleu's signatures
+    RUN/eval/test-beam1.md          a short markdown report
+    RUN/eval/test-beam1.txt         the translations, one per line
+    RUN/eval/test-beam1-length.png  BLEU by source length (and .svg)
+    RUN/eval/test-beam1.align       gold-alignment corpus only: the predicted links (Pharaoh)
+
+Scores: sacrebleu BLEU and chrF against every reference of the split, BLEU and chrF by
+source length (buckets of 10 words, Bahdanau et al. 2014 Fig. 2), and the decoding speed
+(sentences per second, wall clock of the decoding alone). For `data.corpus: alignments`
+(Greek→English with gold links) also the alignment error rate (Och & Ney 2003): the model
+reads each reference (forced decoding), its attention is merged to words and each English
+word linked to its most-attended Greek word; precision, recall and AER against the gold
+links, beside the diagonal baseline, and for the Transformer per layer and head.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from attnmt.cli.options import add_decoding_arguments, check_decoding_arguments
+from attnmt.data import prepare
+from attnmt.devices import pick_device
+from attnmt.errors import UserError
+from attnmt.inference import (
+    alignment_report,
+    choose_attention,
+    evaluate_examples,
+    load_run,
+    source_limit,
+)
+from attnmt.report import write_report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "run",
+        metavar="RUN",
+        help="a run directory (its best checkpoint, else the latest) or a checkpoint directory",
+    )
+    parser.add_argument(
+        "--split", default="test", choices=("test", "dev"), help="which split (default test)"
+    )
+    parser.add_argument(
+        "--limit", type=int, default=None, metavar="N", help="only the first N sentences"
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="where to write the report (default RUN/eval, where `attnmt compare` looks)",
+    )
+    add_decoding_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_decoding_arguments(args)
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be at least 1, got {args.limit}")
+    loaded = load_run(args.run, device=pick_device(args.device, option="--device"))
+    choice = choose_attention(loaded.cfg.model, layer=args.align_layer, head=args.align_head)
+    examples = prepare(loaded.cfg.data).split(args.split)[: args.limit]
+    if not examples:
+        raise UserError(
+            f"the {args.split} split of data.corpus '{loaded.cfg.data.corpus}' is empty; "
+            "evaluate another split (--split) or set its path in the run's config"
+        )
+    limit = source_limit(loaded.cfg.model, args.max_source_len)
+    result, hypotheses = evaluate_examples(
+        loaded,
+        examples,
+        split=args.split,
+        limit=limit,
+        sentences=args.limit,
+        beam=args.beam,
+        alpha=args.alpha,
+        max_len_ratio=args.max_len_ratio,
+        batch_tokens=args.batch_tokens,
+    )
+    alignments = None
+    if loaded.cfg.data.corpus == "alignments":
+        if not getattr(loaded.model, "uses_attention", True):
+            result["alignment"] = {"skipped": "the model has no attention"}
+        else:
+            result["alignment"], alignments = alignment_report(
+                loaded, examples, choice, limit, args.batch_tokens
+            )
+    out_dir = Path(args.out) if args.out else loaded.run_dir / "eval"
+    files = write_report(result, hypotheses, alignments, out_dir, loaded.run_dir.name)
+    print_summary(result, files)
+    return 0
+
+
+# --- decoding and scores -------------------------------------------------------------------
+
+
+# --- alignment error rate ------------------------------------------------------------------
+
+
+# --- files ---------------------------------------------------------------------------------
+
+
+def print_summary(result: dict[str, Any], files: list[Path]) -> None:
+    speed = result["speed"]
+    print(
+        f"{result['split']}: {result['sentences']} sentences, beam {result['beam']}: "
+        f"BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  exact {result['exact']:.1f}% "
+        f"({result['references']} reference(s))"
+    )
+    print(f"  {result['bleu_signature']}")
+    alignment = result.get("alignment")
+    if alignment and "aer" in alignment:
+        print(
+            f"AER {100 * alignment['aer']:.1f}% (precision {100 * alignment['precision']:.1f}%, "
+            f"recall {100 * alignment['recall']:.1f}%); diagonal baseline AER "
+            f"{100 * alignment['diagonal']['aer']:.1f}%"
+        )
+        if "by_head" in alignment:
+            best = min(alignment["by_head"], key=lambda r: r["aer"])
+            print(
+                f"  best head: layer {best['layer']} head {best['head']} "
+                f"(AER {100 * best['aer']:.1f}%)"
+            )
+    print(f"decoding: {speed['sentences_per_s']:.1f} sentences/s on {speed['device']}")
+    if result["truncated"]:
+        print(f"{len(result['truncated'])} source(s) truncated to {result['source_limit']}")
+    print(f"wrote {files[0].parent}/: " + ", ".join(p.name for p in files))

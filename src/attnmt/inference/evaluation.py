@@ -1,0 +1,210 @@
+"""Decoding a split and scoring it: BLEU, chrF, exact match, BLEU by length and speed
+(`evaluate_examples`), and the alignment error rate of the attention against gold links
+(`alignment_report`). `attnmt evaluate` writes what they return with `attnmt.report`.
+
+The model decodes the sources with the run's own vocabulary, whatever the data cache
+holds; sources longer than the run's `source_limit` are cut there and listed. For AER the
+model reads the reference (forced decoding), so the links are between the reference's
+words, the ones the gold links index.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from attnmt.data.alignments import load_gold
+from attnmt.data.batching import DECODE_BATCH_TOKENS
+from attnmt.data.types import Example
+from attnmt.inference.alignment import (
+    alignment_scores,
+    diagonal_alignment,
+    source_words,
+    word_view,
+)
+from attnmt.inference.attention_maps import AttentionChoice, forced_weights, select
+from attnmt.inference.runs import LoadedRun
+from attnmt.inference.translator import translate_ids
+from attnmt.metrics import bleu_by_length, bleu_tokenizer, corpus_scores
+
+
+def evaluate_examples(
+    loaded: LoadedRun,
+    examples: Sequence[Example],
+    *,
+    split: str,
+    limit: int,
+    sentences: int | None = None,
+    beam: int = 1,
+    alpha: float = 0.6,
+    max_len_ratio: float = 2.0,
+    batch_tokens: int = DECODE_BATCH_TOKENS,
+) -> tuple[dict[str, Any], list[str]]:
+    """Decode `examples` and score them; returns (the result dict, the hypotheses).
+
+    `limit` is the source length cut (`source_limit`); `sentences` is the `--limit` the
+    examples were cut to, recorded as is.
+    """
+    vocab = loaded.vocab
+    sources, truncated = [], []
+    for index, ex in enumerate(examples):
+        ids = vocab.src.encode(ex.src)  # the run's vocabulary, whatever the cache holds
+        if len(ids) > limit:
+            truncated.append(index)
+            ids = ids[:limit]
+        sources.append(ids)
+    bar = tqdm(
+        total=len(sources),
+        unit="sent",
+        desc=f"decoding {split}",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        disable=not sys.stderr.isatty(),
+    )
+    device = next(loaded.model.parameters()).device
+    with bar:
+        _synchronize(device)
+        started = time.perf_counter()
+        translations = translate_ids(
+            loaded.model,
+            sources,
+            vocab.tgt.decode,
+            beam_size=beam,
+            alpha=alpha,
+            max_len_ratio=max_len_ratio,
+            batch_tokens=batch_tokens,
+            progress=bar,
+        )
+        _synchronize(device)
+        seconds = time.perf_counter() - started
+    hypotheses = [t.text for t in translations]
+    references = [[ex.tgt, *ex.refs] for ex in examples]
+    tokenize = bleu_tokenizer(loaded.cfg.data.tgt)
+    scores = corpus_scores(hypotheses, references, tokenize=tokenize)
+    by_length = bleu_by_length(
+        [ex.src for ex in examples], hypotheses, references, tokenize=tokenize
+    )
+    cfg = loaded.cfg
+    result: dict[str, Any] = {
+        "run": str(loaded.run_dir),
+        "checkpoint": str(loaded.checkpoint),
+        "step": loaded.step,
+        "model": cfg.model.name,
+        "corpus": cfg.data.corpus,
+        "src": cfg.data.src,
+        "tgt": cfg.data.tgt,
+        "split": split,
+        "limit": sentences,
+        "beam": beam,
+        "alpha": alpha,
+        "max_len_ratio": max_len_ratio,
+        "parameters": sum(p.numel() for p in loaded.model.parameters()),
+        **scores,
+        "bleu_by_length": by_length,
+        "speed": {
+            "sentences": len(examples),
+            "seconds": round(seconds, 3),
+            "sentences_per_s": round(len(examples) / max(seconds, 1e-9), 2),
+            "output_subwords_per_s": round(
+                sum(len(t.tokens) + 1 for t in translations) / max(seconds, 1e-9), 1
+            ),
+            "device": str(device),
+            "batch_tokens": batch_tokens,
+        },
+        "source_limit": limit,
+        "truncated": [examples[i].id or i for i in truncated],
+    }
+    return result, hypotheses
+
+
+def _synchronize(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def alignment_report(
+    loaded: LoadedRun,
+    examples: Sequence[Example],
+    choice: AttentionChoice,
+    limit: int,
+    batch_tokens: int = DECODE_BATCH_TOKENS,
+):
+    """AER of the run's attention on `examples` (whose ids are gold verse refs).
+
+    Returns (the report dict, the predicted links per example: None where skipped).
+    """
+    gold = _gold_by_ref()
+    vocab = loaded.vocab
+    chosen, pairs, maps = [], [], []
+    skipped = {"no_gold": 0, "word_mismatch": 0}
+    for index, ex in enumerate(examples):
+        verse = gold.get(ex.id)
+        if verse is None:
+            skipped["no_gold"] += 1
+            continue
+        src_ids = vocab.src.encode(ex.src)
+        tgt_ids = vocab.tgt.encode(ex.tgt)
+        # The gold links index the words of the verse: the word maps must see the same.
+        source = source_words(vocab.src, ex.src, len(src_ids))
+        target = source_words(vocab.tgt, ex.tgt, len(tgt_ids))
+        if (source.words, target.words) != (verse.src, verse.tgt):
+            skipped["word_mismatch"] += 1
+            continue
+        if len(src_ids) > limit:  # links to the words cut off count as missed
+            src_ids = src_ids[:limit]
+            source = source_words(vocab.src, ex.src, limit)
+        chosen.append(index)
+        pairs.append((src_ids, tgt_ids))
+        maps.append((source, target, verse))
+    if not pairs:  # nothing scored is not a perfect score
+        return {"sentences": 0, "skipped": skipped, "note": "no verse could be scored"}, [
+            None
+        ] * len(examples)
+    weights = forced_weights(loaded.model, pairs, batch_tokens=batch_tokens)
+
+    def links_of(choice: AttentionChoice) -> list[set[tuple[int, int]]]:
+        return [
+            word_view(select(w, choice), source, target).links
+            for w, (source, target, _) in zip(weights, maps, strict=True)
+        ]
+
+    sure = [verse.links for _, _, verse in maps]
+    predicted = links_of(choice)
+    scores = _rounded(alignment_scores(predicted, sure))
+    diagonal = [diagonal_alignment(len(v.src), len(v.tgt)) for _, _, v in maps]
+    report: dict[str, Any] = {
+        "method": "forced decoding of the reference; attention merged to words; each "
+        "target word linked to its most-attended source word",
+        "attention": choice.as_dict(),
+        **scores,
+        "skipped": skipped,
+        "diagonal": _rounded(alignment_scores(diagonal, sure)),
+    }
+    if choice.transformer and weights:
+        rows = []
+        for layer in range(1, choice.layers + 1):
+            for head in [*range(1, choice.heads + 1), None]:
+                pick = AttentionChoice(True, layer, head, choice.layers, choice.heads)
+                row = _rounded(alignment_scores(links_of(pick), sure))
+                rows.append({"layer": layer, "head": head or "mean", **row})
+        report["by_head"] = rows
+    per_example: list[set[tuple[int, int]] | None] = [None] * len(examples)
+    for index, links in zip(chosen, predicted, strict=True):
+        per_example[index] = links
+    return report, per_example
+
+
+@lru_cache(maxsize=1)
+def _gold_by_ref() -> dict[str, Any]:
+    """The gold verses by reference ("John 3:16"); read once per process (~2 s)."""
+    return {verse.ref: verse for verse in load_gold().verses}
+
+
+def _rounded(scores: dict[str, Any]) -> dict[str, Any]:
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}

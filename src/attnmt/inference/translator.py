@@ -1,0 +1,286 @@
+"""Translating sentences with a trained model: text in, translations with their attention
+weights and word alignments out.
+
+    loaded = load_run("runs/quickstart")                 # attnmt.inference.runs
+    translator = Translator(loaded, beam=5, need_weights=True)
+    (sentence,) = translator.translate(["In the beginning was the Word."])
+    sentence.translation.text, translator.words(sentence).links
+
+`translate_ids` is the engine under it: it batches source id lists by length, decodes them
+(greedy or beam, with the attention weights when asked) and detokenizes, keeping the input
+order. Validation during training, `attnmt translate`, `evaluate` and `plot` all use it.
+Sources longer than `source_limit` subwords are cut there (and reported), so one very long
+line cannot exhaust memory: decoding time and memory grow with S x T.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from attnmt.data.alignments import format_pharaoh
+from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
+from attnmt.data.vocab import EOS
+from attnmt.errors import UserError
+from attnmt.inference.alignment import WordView, source_words, target_words, word_view
+from attnmt.inference.attention_maps import choose_attention, labels, select
+from attnmt.inference.runs import LoadedRun
+from attnmt.inference.search import Hypothesis, beam_search, greedy
+
+
+@dataclass
+class Translation:
+    """One translated sentence: text, token ids, score and (when asked) attention weights."""
+
+    text: str
+    tokens: list[int]
+    score: float
+    weights: Tensor | None = None  # (T, S) RNN, (T, L, H, S) Transformer
+    nbest: list[Hypothesis] | None = None
+    log_prob: float | None = None  # log P(tokens, EOS | source), before the length penalty
+
+
+@torch.no_grad()
+def translate_ids(
+    model: torch.nn.Module,
+    sources: Sequence[Sequence[int]],
+    decode_text,
+    *,
+    beam_size: int = 1,
+    alpha: float = 0.6,
+    n_best: int = 1,
+    max_len_ratio: float = 2.0,
+    need_weights: bool = False,
+    batch_tokens: int = DECODE_BATCH_TOKENS,
+    progress=None,
+) -> list[Translation]:
+    """Translate source id lists (without EOS: it is added, as the batcher does) in batches.
+
+    `decode_text(ids) -> str` detokenizes; `progress` (a tqdm bar or None) is advanced by
+    the number of sentences in each batch. The output keeps the input order.
+
+    Shapes:
+        Translation.weights (and those of `nbest`): (T, S) RNN, (T, L, H, S) Transformer,
+        T = len(tokens) + 1 and S = len(source) + 1 (the EOS on each side), padding cut off.
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    results: list[Translation | None] = [None] * len(sources)
+    # Beam search multiplies the rows by K: keep the padded-token budget per beam row.
+    budget = max(1, batch_tokens // max(1, beam_size))
+    sources = [[*s, EOS] for s in sources]
+    try:
+        for batch in batches_by_length([len(s) for s in sources], budget):
+            src, src_mask = pad_batch([sources[i] for i in batch], device)
+            if beam_size == 1 and n_best == 1:
+                hyps = [
+                    [h]
+                    for h in greedy(
+                        model, src, src_mask, max_len_ratio=max_len_ratio, need_weights=need_weights
+                    )
+                ]
+            else:
+                hyps = beam_search(
+                    model,
+                    src,
+                    src_mask,
+                    beam_size=beam_size,
+                    alpha=alpha,
+                    n_best=n_best,
+                    max_len_ratio=max_len_ratio,
+                    need_weights=need_weights,
+                )
+            for index, nbest in zip(batch, hyps, strict=True):
+                # Weights cover the batch's padded width: keep this sentence's S columns.
+                width = len(sources[index])
+                nbest = [_trim(h, width) for h in nbest]
+                best = nbest[0]
+                results[index] = Translation(
+                    text=decode_text(best.tokens),
+                    tokens=best.tokens,
+                    score=best.score,
+                    weights=best.weights,
+                    nbest=nbest if n_best > 1 else None,
+                    log_prob=best.log_prob,
+                )
+            if progress is not None:
+                progress.update(len(batch))
+    finally:
+        model.train(was_training)
+    return [r for r in results if r is not None]
+
+
+def _trim(hyp: Hypothesis, width: int) -> Hypothesis:
+    """The hypothesis with its weights cut to the first `width` source positions."""
+    if hyp.weights is None or hyp.weights.shape[-1] == width:
+        return hyp
+    return replace(hyp, weights=hyp.weights[..., :width].clone())
+
+
+# --------------------------------------------------------------------------------------
+# `attnmt translate RUN [FILE|-]`
+# --------------------------------------------------------------------------------------
+
+
+MAX_SOURCE_TOKENS = 400  # longer sources are truncated: decoding time grows with S × T
+
+
+def source_limit(model_cfg, requested: int | None = None) -> int:
+    """The longest source (subwords, EOS not counted) a run translates; longer are cut.
+
+    `MAX_SOURCE_TOKENS` by default; the `location` score of an RNN can only score
+    `model.max_source_len` positions, the EOS included. `requested` lowers the limit.
+    """
+    limit = MAX_SOURCE_TOKENS
+    hard = None
+    if model_cfg.name != "transformer" and model_cfg.attention == "location":
+        hard = model_cfg.max_source_len - 1  # the EOS takes one position
+        limit = min(limit, hard)
+    if requested is not None:
+        if requested < 1:
+            raise UserError(f"--max-source-len must be at least 1, got {requested}")
+        if hard is not None and requested > hard:
+            raise UserError(
+                f"--max-source-len {requested} is more than this model can read: its "
+                f"location attention scores at most {hard} source subwords plus the EOS"
+            )
+        limit = requested
+    return limit
+
+
+@dataclass
+class Sentence:
+    """One input line and what became of it (`translation` is None for a blank line)."""
+
+    line: int  # 1-based number of the line in its input
+    source: str  # the line with its whitespace normalised
+    ids: list[int] = field(default_factory=list)  # the source subwords translated
+    translation: Translation | None = None
+    truncated: bool = False  # the source was cut to `Translator.limit` subwords
+
+
+class Translator:
+    """A loaded run ready to translate text, with alignments and weights when asked.
+
+    Options are those of `attnmt translate` (docs/decoding.md); `align_layer` and
+    `align_head` (1-based) choose the Transformer attention that aligns words.
+    """
+
+    def __init__(
+        self,
+        loaded: LoadedRun,
+        *,
+        beam: int = 1,
+        alpha: float = 0.6,
+        n_best: int = 1,
+        max_len_ratio: float = 2.0,
+        batch_tokens: int = DECODE_BATCH_TOKENS,
+        max_source_len: int | None = None,
+        align_layer: int | None = None,
+        align_head: int | None = None,
+        need_weights: bool = False,
+        threshold: float | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.vocab = loaded.vocab
+        self.beam, self.alpha, self.n_best = beam, alpha, n_best
+        self.max_len_ratio, self.batch_tokens = max_len_ratio, batch_tokens
+        self.threshold = threshold
+        self.choice = choose_attention(loaded.cfg.model, layer=align_layer, head=align_head)
+        self.need_weights = need_weights
+        if need_weights and not getattr(loaded.model, "uses_attention", True):
+            raise UserError(
+                f"this run's model ({loaded.cfg.model.name}) has no attention, so it has no "
+                "alignments or attention plots; leave out --alignments and --plot"
+            )
+        self.limit = source_limit(loaded.cfg.model, max_source_len)
+
+    def translate(
+        self, lines: Sequence[str], *, first_line: int = 1, progress=None
+    ) -> list[Sentence]:
+        """One `Sentence` for each of `lines` (numbered from `first_line`), in order."""
+        sentences = [
+            Sentence(first_line + i, " ".join(line.split())) for i, line in enumerate(lines)
+        ]
+        todo = [s for s in sentences if s.source]
+        for sentence in todo:
+            ids = self.vocab.src.encode(sentence.source)
+            sentence.truncated = len(ids) > self.limit
+            sentence.ids = ids[: self.limit]
+        results = translate_ids(
+            self.loaded.model,
+            [s.ids for s in todo],
+            self.vocab.tgt.decode,
+            beam_size=self.beam,
+            alpha=self.alpha,
+            n_best=self.n_best,
+            max_len_ratio=self.max_len_ratio,
+            need_weights=self.need_weights,
+            batch_tokens=self.batch_tokens,
+            progress=progress,
+        )
+        for sentence, result in zip(todo, results, strict=True):
+            sentence.translation = result
+        return sentences
+
+    def words(self, sentence: Sentence, hyp: Translation | Hypothesis | None = None) -> WordView:
+        """Word-level attention and links of the sentence's best (or the given) hypothesis."""
+        hyp = sentence.translation if hyp is None else hyp
+        if hyp is None or hyp.weights is None:
+            raise ValueError("words() needs a translation decoded with need_weights=True")
+        text = hyp.text if isinstance(hyp, Translation) else self.vocab.tgt.decode(hyp.tokens)
+        return word_view(
+            select(hyp.weights, self.choice),
+            source_words(self.vocab.src, sentence.source, len(sentence.ids)),
+            target_words(self.vocab.tgt, hyp.tokens, text),
+            threshold=self.threshold,
+        )
+
+    def record(self, sentence: Sentence) -> dict[str, Any]:
+        """Everything about one sentence as JSON-ready data (the `--alignments json` line)."""
+        result = sentence.translation
+        record: dict[str, Any] = {
+            "line": sentence.line,
+            "source": sentence.source,
+            "translation": "" if result is None else result.text,
+            "score": 0.0 if result is None else round(result.score, 6),
+            "log_prob": 0.0 if result is None else round(result.log_prob or 0.0, 6),
+            "truncated": sentence.truncated,
+            "attention": self.choice.as_dict(),
+        }
+        if result is None:
+            empty: dict[str, Any] = {"source_words": [], "target_words": [], "alignment": ""}
+            empty.update(links=[], word_weights=[], source_pieces=[], target_pieces=[])
+            record.update(empty, subword_weights=[])
+            return record
+        words = self.words(sentence)
+        record.update(
+            source_words=words.src_words,
+            target_words=words.tgt_words,
+            alignment=format_pharaoh(words.links),
+            links=[list(link) for link in sorted(words.links)],
+            word_weights=_rounded(words.word_weights),
+            source_pieces=labels(self.vocab.src, sentence.ids),
+            target_pieces=labels(self.vocab.tgt, result.tokens),
+            subword_weights=_rounded(select(result.weights, self.choice)),
+        )
+        if result.nbest is not None:
+            record["nbest"] = [
+                {
+                    "translation": self.vocab.tgt.decode(h.tokens),
+                    "score": round(h.score, 6),
+                    "log_prob": round(h.log_prob, 6),
+                    "alignment": format_pharaoh(self.words(sentence, h).links),
+                }
+                for h in result.nbest
+            ]
+        return record
+
+
+def _rounded(matrix) -> list[list[float]]:
+    return [[round(float(x), 5) for x in row] for row in matrix]

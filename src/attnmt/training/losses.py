@@ -1,0 +1,117 @@
+"""The training loss: cross-entropy over the target tokens (`batch_loss`), plus, for hard
+attention, the REINFORCE terms below.
+
+REINFORCE terms for hard attention (Xu et al. 2015 "Show, Attend and Tell" §4.1).
+
+With hard attention the context is one sampled source position s_t, so the cross-entropy
+gives no gradient to the scores that chose it. Xu et al. eq. 11–12 estimate that gradient
+with REINFORCE: the reward is the log-likelihood of the target sentence given the sampled
+positions, a moving-average baseline b reduces its variance, and an entropy bonus H[s]
+keeps the attention from collapsing early:
+
+    L = -Σ_t (R - b) · log p(s_t | a) - λ_e · Σ_t H[s_t],  R = log p(y | s̃, a) (detached)
+    b ← 0.9 b + 0.1 · mean(R)                            (Xu et al. §4.1, updated per batch)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attnmt.config import Config
+from attnmt.data.vocab import PAD
+from attnmt.training import distributed
+
+if TYPE_CHECKING:  # annotations only: run.py builds on the losses here
+    from attnmt.training.run import Progress
+
+
+def reinforce_loss(
+    attn_log_prob: Tensor,
+    attn_entropy: Tensor | None,
+    reward: Tensor,
+    baseline: float | Tensor,
+    tgt_mask: Tensor,
+    *,
+    entropy_weight: float,
+) -> Tensor:
+    """The REINFORCE surrogate of Xu et al. 2015 eq. 12, summed over sentences and steps.
+
+    `-Σ_b Σ_t m_bt [(R_b - b) · log p(s_bt) + λ_e · H_bt]`, m the target mask. Its gradient
+    is (minus) the REINFORCE estimate of eq. 12's second and third terms (λ_r = 1); the
+    first term is the ordinary cross-entropy, which the caller adds. `reward` is detached
+    here, so the reward itself is never differentiated. Divide by the number of target
+    tokens (as the cross-entropy is) before adding.
+
+    Args:
+        attn_log_prob: log p(s_t) of each step's sampled position (`ModelOutput`).
+        attn_entropy: entropy H[s_t] of each step's attention distribution, or None (no
+            entropy bonus).
+        reward: R = log p(y | x, s̃), the target sentence's log-likelihood.
+        baseline: the moving-average baseline b (`MovingAverageBaseline.value`).
+        tgt_mask: True at real target tokens (steps past a sentence's end are ignored).
+        entropy_weight: λ_e.
+
+    Shapes:
+        attn_log_prob (B, T), attn_entropy (B, T), reward (B,), tgt_mask (B, T) -> ()
+    """
+    mask = tgt_mask.to(attn_log_prob.dtype)  # (B, T)
+    advantage = (reward.detach() - baseline).to(attn_log_prob.dtype)  # R - b: (B,)
+    policy = (advantage.unsqueeze(1) * attn_log_prob * mask).sum()  # Σ (R - b) log p(s_t)
+    loss = -policy
+    if attn_entropy is not None and entropy_weight:
+        loss = loss - entropy_weight * (attn_entropy * mask).sum()  # - λ_e Σ H[s_t]
+    return loss
+
+
+def batch_loss(model, batch, cfg: Config, ctx, progress: Progress) -> tuple[torch.Tensor, dict]:
+    """Cross-entropy over the target tokens (plus REINFORCE terms for hard attention).
+
+    The sum over this process's tokens is divided by the token count of the *global* batch
+    (all processes) times the world size, because DDP averages gradients over processes:
+    the gradient is then exactly that of one process seeing the whole global batch.
+
+    Shapes:
+        batch.src (B, S), batch.tgt_in / tgt_out / tgt_mask (B, T); logits (B, T, V)
+    """
+    precision = torch.bfloat16 if cfg.train.precision == "bf16" else None
+    device_type = batch.src.device.type
+    with torch.autocast(device_type, dtype=precision or torch.float32, enabled=bool(precision)):
+        out = model(batch.src, batch.src_mask, batch.tgt_in)
+    logits = out.logits.float()
+    vocab = logits.size(-1)
+    nll = F.cross_entropy(
+        logits.reshape(-1, vocab),
+        batch.tgt_out.reshape(-1),
+        ignore_index=PAD,
+        reduction="none",
+        label_smoothing=cfg.train.label_smoothing,
+    ).view_as(batch.tgt_out)  # (B, T)
+    tokens = batch.tgt_mask.sum()
+    global_tokens = distributed.all_reduce_sum(tokens.detach().float(), ctx)
+    loss = nll.sum() / global_tokens * ctx.world_size
+    stats = {"nll_sum": float(nll.detach().sum()), "tokens": int(tokens)}
+    if getattr(out, "attn_log_prob", None) is not None:
+        loss = loss + _reinforce(out, nll, batch, cfg, progress, ctx)
+    return loss, stats
+
+
+def _reinforce(out, nll, batch, cfg: Config, progress: Progress, ctx) -> torch.Tensor:
+    """Xu et al. 2015 §4.1: reward = log-likelihood of the target, minus a moving baseline."""
+    reward = -(nll.detach() * batch.tgt_mask).sum(dim=1)  # (B,) log p(y | x, sampled s)
+    loss = reinforce_loss(
+        out.attn_log_prob,
+        out.attn_entropy,
+        reward,
+        progress.baseline,
+        batch.tgt_mask,
+        entropy_weight=cfg.train.entropy_weight,
+    )
+    mean_reward = float(distributed.all_reduce_sum(reward.mean(), ctx)) / ctx.world_size
+    progress.baseline = 0.9 * progress.baseline + 0.1 * mean_reward
+    # reinforce_loss sums over sentences; scale like the cross-entropy (per target token).
+    global_tokens = distributed.all_reduce_sum(batch.tgt_mask.sum().float(), ctx)
+    return loss / global_tokens * ctx.world_size
