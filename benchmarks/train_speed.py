@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import torch.nn.functional as F
 
 from attnmt.config import load_config
 from attnmt.data import TokenBatcher, prepare
+from attnmt.devices import NOTABLE_FLAGS, cpu_flags, cpu_model
 from attnmt.models import build_model
 
 RESULTS = Path(__file__).resolve().parent / "results" / "train_speed.jsonl"
@@ -71,7 +71,8 @@ def measure(config: str, steps: int, warmup: int, rounds: int) -> dict:
         "bf16_over_fp32": round(rate["bf16"] / rate["fp32"], 3),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
-        "machine": platform.processor() or platform.machine(),
+        "machine": cpu_model(),
+        "cpu_flags": sorted(cpu_flags() & NOTABLE_FLAGS),
     }
 
 

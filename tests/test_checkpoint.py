@@ -1,6 +1,8 @@
 """Checkpoints: round trips, atomic writes, pruning, and clear errors on bad files."""
 
 import json
+import os
+import stat
 
 import pytest
 import torch
@@ -115,3 +117,31 @@ def test_pickle_file_is_refused(tmp_path):
     (tmp_path / "ck" / "state.json").write_text('{"format": "attnmt-checkpoint", "version": 1}')
     with pytest.raises(CheckpointError, match="damaged or not a safetensors"):
         load_checkpoint(tmp_path / "ck")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_checkpoint_files_follow_the_umask_like_any_file(tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        manager = CheckpointManager(tmp_path / "run")
+        path = manager.save(500, metric=1.0, model_state={"w": torch.zeros(2)}, state={"step": 500})
+        plain = tmp_path / "plain.txt"
+        plain.write_text("x")
+    finally:
+        os.umask(previous)
+    file_mode = stat.S_IMODE(plain.stat().st_mode)
+    assert file_mode == 0o666 & ~umask
+    assert path.name == "step-00000500"
+    modes = {
+        p.name: stat.S_IMODE(p.stat().st_mode)
+        for p in [*path.iterdir(), *path.parent.glob("*.json")]
+    }
+    assert set(modes) >= {
+        "model.safetensors",
+        "optimizer.safetensors",
+        "state.json",
+        "latest.json",
+        "best.json",
+    }
+    assert modes == dict.fromkeys(modes, file_mode)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o777 & ~umask

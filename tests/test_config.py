@@ -28,10 +28,13 @@ def test_int_accepted_for_float():
 @pytest.mark.parametrize(
     ("override", "needle"),
     [
-        ("model.hiden_size=3", "unknown key 'model.hiden_size' (did you mean 'hidden_size'?)"),
+        (
+            "model.hiden_size=3",
+            "unknown key 'model.hiden_size' (did you mean 'model.hidden_size'?)",
+        ),
         ("modle.name=x", "unknown key 'modle'"),
         ("model.hidden_size=abc", "model.hidden_size must be an integer"),
-        ("train.precision=fp16", "train.precision must be 'fp32' or 'bf16'"),
+        ("train.precision=fp16", "'fp32' or 'bf16', got 'fp16'"),
         ("model.input_feeding=3", "must be true or false"),
         ("novalue", "not of the form section.key=value"),
     ],
@@ -52,8 +55,10 @@ def test_unknown_key_lists_valid_keys(tmp_path):
 def test_bad_yaml_and_missing_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("model: [unclosed\n")
-    with pytest.raises(ConfigError, match="not valid YAML at line"):
+    with pytest.raises(ConfigError, match="not valid YAML at line") as err:
         load_config(path)
+    assert "bad.yaml" in str(err.value) and "<unicode string>" not in str(err.value)
+    assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "missing.yaml")
 
@@ -63,3 +68,10 @@ def test_save_round_trip(tmp_path):
     save_config(cfg, tmp_path / "config.yaml")
     assert load_config(tmp_path / "config.yaml") == cfg
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_exponent_without_a_dot_is_a_number():
+    """YAML 1.1 reads 1e-4 as a string; a float key takes it as the number it spells."""
+    assert load_config(None, ["train.lr=1e-4"]).train.lr == 1e-4
+    with pytest.raises(ConfigError, match=r"train\.lr must be a number, got 'fast'"):
+        load_config(None, ["train.lr=fast"])

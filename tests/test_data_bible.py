@@ -86,8 +86,31 @@ def test_split_by_whole_books_with_extra_references():
     assert all(p.refs == [] for p in splits.train)
     assert 28_000 <= len(splits.train) <= 29_500
     assert len(splits.train) + splits.removed_long == 31_102 - 433 - 879
-    # Dev/test are never length-filtered.
-    assert max(len(p.src.split()) for p in splits.test) > 50 or splits.test
+    # Dev/test are never length-filtered: Romans and John have verses over 50 words.
+    assert sum(_longest(p) > 50 for p in splits.dev) >= 1
+    assert sum(_longest(p) > 50 for p in splits.test) >= 1
+    assert all(_longest(p) <= 50 for p in splits.train)
+
+
+def _longest(pair) -> int:
+    return max(len(pair.src.split()), len(pair.tgt.split()))
+
+
+def test_long_verses_are_dropped_from_training_only():
+    p = bible.VersePair
+    long = "one two three four"
+    pairs = [
+        p(1, 1, 1, "in the beginning", "au commencement"),
+        p(1, 1, 2, long, "bref"),  # too long on the source side
+        p(1, 1, 3, "short", f"{long} five"),  # too long on the target side
+        p(45, 1, 1, long, "court"),  # Romans: dev
+        p(43, 1, 1, "court", long),  # John: test
+    ]
+    splits = bible.split_by_books(pairs, dev=["Romans"], test=["John"], max_words=3)
+    assert [(x.book, x.verse) for x in splits.train] == [(1, 1)]
+    assert splits.removed_long == 2 and splits.removed_duplicates == 0
+    assert [(x.src, x.tgt) for x in splits.dev] == [(long, "court")]
+    assert [(x.src, x.tgt) for x in splits.test] == [("court", long)]
 
 
 def test_training_pairs_identical_to_held_out_pairs_are_removed():

@@ -1,4 +1,5 @@
-"""Greedy and beam search on a hand-built model whose probabilities we know."""
+"""Greedy and beam search on a hand-built model whose probabilities we know, and on tiny
+random models: every hypothesis keeps the attention weights of its own tokens."""
 
 import math
 from dataclasses import dataclass
@@ -6,8 +7,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from attnmt.data.vocab import BOS, EOS
-from attnmt.inference import beam_search, greedy, length_penalty
+from attnmt.config import ModelConfig
+from attnmt.data import BOS, EOS, pad_batch
+from attnmt.inference import beam_search, forced_weights, greedy, length_penalty
+from attnmt.models import build_model
 
 V = 6  # PAD UNK BOS EOS a=4 b=5
 
@@ -37,8 +40,22 @@ class State:
         return State(self.step[index])
 
 
+def _attended(prev, step, length):
+    """The table model's attention: all mass on source position (step + previous token) % S.
+
+    It depends on the token read, so beams with different histories get different weights.
+    """
+    return (step + prev) % length
+
+
+def _table_weights(tokens, length):
+    """The (T + 1, S) weights the table model gives while reading BOS + `tokens` (+ EOS)."""
+    prev = torch.tensor([BOS, *tokens])
+    return torch.nn.functional.one_hot(_attended(prev, torch.arange(len(prev)), length), length)
+
+
 class TableModel(torch.nn.Module):
-    """Logits from a fixed table; weights put all mass on source position `step % S`."""
+    """Logits from a fixed table; weights put all mass on one source position (`_attended`)."""
 
     def __init__(self):
         super().__init__()
@@ -55,7 +72,7 @@ class TableModel(torch.nn.Module):
         weights = None
         if need_weights:
             S = memory.mask.size(1)
-            weights = torch.nn.functional.one_hot(state.step % S, S).float()
+            weights = torch.nn.functional.one_hot(_attended(prev, state.step, S), S).float()
         return logits, State(state.step + 1), weights
 
 
@@ -71,7 +88,7 @@ def test_greedy_follows_the_argmax_until_the_length_limit():
     expected = table[BOS, 4] + 3 * table[4, 4] + table[4, EOS]
     assert hyps[0].log_prob == pytest.approx(float(expected), abs=1e-5)
     assert hyps[0].weights.shape == (5, 4)
-    assert torch.equal(hyps[0].weights.argmax(1), torch.tensor([0, 1, 2, 3, 0]))
+    assert torch.equal(hyps[0].weights, _table_weights([4, 4, 4, 4], 4).float())
 
 
 def test_beam_finds_the_better_sequence_greedy_misses():
@@ -103,6 +120,8 @@ def test_n_best_sorted_with_weights_per_hypothesis():
         assert len({tuple(h.tokens) for h in hyps}) == 4
         for h in hyps:
             assert h.weights.shape == (len(h.tokens) + 1, 4)  # one row per token and EOS
+            # Its own weights, not those of the beam that sat in its row at some step.
+            assert torch.equal(h.weights, _table_weights(h.tokens, 4).float()), h.tokens
             lp = float(length_penalty(len(h.tokens) + 1, 0.6))
             assert h.score == pytest.approx(h.log_prob / lp)
 
@@ -119,3 +138,57 @@ def test_n_best_larger_than_beam_is_refused():
     src, mask = _src()
     with pytest.raises(ValueError, match="n_best"):
         beam_search(TableModel(), src, mask, beam_size=2, n_best=3)
+
+
+# ------------------------------------------------------------------------------------------
+# Real models: the weights follow their hypothesis through the beam's reordering
+# ------------------------------------------------------------------------------------------
+
+RANDOM_MODELS = {
+    # (model settings, seed, std of the re-drawn weights): the papers' RNN initialisation
+    # (std 0.01) gives near-uniform logits and ties between beams; wider random weights make
+    # the beams disagree. Seeds picked so that in every sentence some hypotheses end before
+    # the length limit and the beams change places from step to step.
+    "rnnsearch": ({"name": "rnnsearch"}, 11, 0.5),
+    "luong": ({"name": "luong", "attention": "general"}, 21, 0.5),
+    "transformer": ({"name": "transformer", "heads": 2, "layers": 2, "ff_size": 16}, 10, None),
+}
+
+
+def _random_model(name: str) -> torch.nn.Module:
+    overrides, seed, std = RANDOM_MODELS[name]
+    torch.manual_seed(seed)
+    cfg = ModelConfig(**{"embed_size": 8, "hidden_size": 8, "dropout": 0.0, **overrides})
+    model = build_model(cfg, 12, 12)
+    if std is not None:
+        with torch.no_grad():
+            for param in model.parameters():
+                param.normal_(0.0, std)
+    return model.eval()
+
+
+def _differ(a, b) -> bool:
+    """Whether two hypotheses' weights differ on the steps both have."""
+    rows = min(a.weights.shape[0], b.weights.shape[0])
+    return not torch.allclose(a.weights[:rows], b.weights[:rows], atol=1e-3)
+
+
+@pytest.mark.parametrize("name", list(RANDOM_MODELS))
+def test_beam_weights_are_those_of_forced_decoding_of_each_hypothesis(name):
+    model = _random_model(name)
+    sources = [[4, 5, 6, 7, 8], [9, 10, 4]]  # different lengths: the second one is padded
+    src, mask = pad_batch([[*s, EOS] for s in sources], torch.device("cpu"))
+    nbest = beam_search(model, src, mask, beam_size=4, n_best=4, max_len=8, need_weights=True)
+    for source, hyps in zip(sources, nbest, strict=True):
+        assert len(hyps) == 4
+        assert len({tuple(h.tokens) for h in hyps}) == 4
+        forced = forced_weights(model, [(source, h.tokens) for h in hyps])
+        width = len(source) + 1  # the source EOS; the columns after it are padding
+        for h, expected in zip(hyps, forced, strict=True):
+            assert h.weights.shape[0] == len(h.tokens) + 1 == expected.shape[0]
+            torch.testing.assert_close(h.weights[..., :width], expected, atol=1e-5, rtol=0)
+            assert not h.weights[..., width:].any()
+        # Not vacuous: the beams' weights differ (mixing them up would show), and some
+        # hypotheses ended early (their weights were taken from the beam mid-search).
+        assert any(_differ(a, b) for i, a in enumerate(hyps) for b in hyps[i + 1 :])
+        assert min(len(h.tokens) for h in hyps) < 7

@@ -1,12 +1,19 @@
-"""Every command in the README and docs/ runs.
+"""Every command in the README and docs/ runs: as written, in a short form, or skipped.
 
 Conventions in the markdown files:
 - ```console blocks: each line starting with `$ ` is a shell command, run from the repo
   root with the virtual environment's bin/ first on PATH; it must exit 0.
 - ```python blocks: run in order, one namespace per file.
-- A line `<!-- doc-test: skip REASON -->` right before a block skips it (REASON required:
-  e.g. the command is the test suite itself). `<!-- doc-test: instead COMMAND -->` runs
-  COMMAND in place of each of the block's commands (a shorter variant of a long job).
+- A line `<!-- doc-test: DIRECTIVE ... -->` right before a block changes how it runs:
+  - `skip REASON` skips it (REASON required: e.g. the command is the test suite itself);
+  - `instead COMMAND` runs COMMAND once in place of the block's commands (a shorter
+    variant of a long job);
+  - `scratch` runs the block's commands, as written, in a scratch directory that holds
+    `runs/reverse` (configs/reverse.yaml trained for 5 steps), `input.txt` (three lines
+    to translate) and links to the repo's `configs/` and `data-cache/`; `scratch COMMAND`
+    runs COMMAND there once instead. One scratch directory serves the whole session, in
+    the order of the files and blocks, so a command may use what an earlier one wrote
+    there (`attnmt plot --from` a plot). Nothing is written outside it but data-cache/.
 """
 
 from __future__ import annotations
@@ -21,13 +28,22 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-BLOCK = re.compile(r"(?:<!-- doc-test: (\w+) ?(.*?) -->\n)?```(\w+)\n(.*?)```", re.S)
+# A directive and its argument are on one line; an argument may be empty (`scratch`).
+BLOCK = re.compile(r"(?:<!-- doc-test: (\w+)(?: ([^\n]*?))? -->\n)?```(\w+)\n(.*?)```", re.S)
+DIRECTIVES = ("", "skip", "instead", "scratch")
+# The run the scratch blocks work on: the reverse task, 5 steps (seconds, not minutes).
+SCRATCH_RUN = (
+    "attnmt train configs/reverse.yaml --quiet --set train.max_steps=5 "
+    "--set train.validate_every=5 --set train.valid_sentences=5 "
+    "--set train.run_dir=runs/reverse --set data.synthetic_train_size=500"
+)
 
 
 def _blocks(path: Path, language: str):
     for directive, argument, lang, body in BLOCK.findall(path.read_text(encoding="utf-8")):
         if lang != language:
             continue
+        assert directive in DIRECTIVES, f"{path.name}: unknown doc-test directive '{directive}'"
         if directive == "skip":
             assert argument.strip(), f"{path.name}: a doc-test skip needs a reason"
             continue
@@ -37,21 +53,47 @@ def _blocks(path: Path, language: str):
 def _console_cases():
     for path in DOCS:
         for directive, argument, body in _blocks(path, "console"):
-            for line in body.splitlines():
-                if line.startswith("$ "):
-                    command = argument if directive == "instead" else line[2:]
-                    yield pytest.param(command, id=f"{path.name}: {line[2:60]}")
+            lines = [line[2:] for line in body.splitlines() if line.startswith("$ ")]
+            where = "scratch" if directive == "scratch" else "root"
+            if directive == "instead" or (directive == "scratch" and argument.strip()):
+                assert argument.strip(), f"{path.name}: a doc-test instead needs a command"
+                yield pytest.param(argument, where, id=f"{path.name}: {lines[0][:58]} (short)")
+                continue
+            for line in lines:
+                yield pytest.param(line, where, id=f"{path.name}: {line[:60]}")
 
 
-@pytest.mark.parametrize("command", list(_console_cases()))
-def test_console_command_runs(command):
+def _run(command: str, cwd: Path) -> None:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("MPLBACKEND", "Agg")
     result = subprocess.run(
-        command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+        command,
+        shell=True,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert result.returncode == 0, f"`{command}` failed:\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.fixture(scope="session")
+def scratch(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("doc-scratch")
+    (folder / "input.txt").write_text("12 5 40\n\n7 8 9\n", encoding="utf-8")
+    (ROOT / "data-cache").mkdir(exist_ok=True)  # the default data.cache_dir, git-ignored
+    for name in ("configs", "data-cache"):
+        (folder / name).symlink_to(ROOT / name, target_is_directory=True)
+    _run(SCRATCH_RUN, folder)
+    return folder
+
+
+@pytest.mark.parametrize(("command", "where"), list(_console_cases()))
+def test_console_command_runs(command, where, request):
+    _run(command, request.getfixturevalue("scratch") if where == "scratch" else ROOT)
 
 
 @pytest.mark.parametrize("path", [p for p in DOCS if list(_blocks(p, "python"))], ids=str)

@@ -55,6 +55,12 @@ def runs(tmp_path_factory):
     return {name: root / name for name in configs}
 
 
+@pytest.fixture(scope="module")
+def gold():
+    """The gold verses by reference (read once: a few seconds)."""
+    return {verse.ref: verse for verse in load_gold().verses}
+
+
 def attnmt(capsys, *argv):
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -110,7 +116,7 @@ def test_evaluate_refuses_bad_input(runs, tmp_path, capsys):
     assert code == 2 and "Transformer" in err
 
 
-def test_aer_against_the_gold_links(runs, capsys):
+def test_aer_against_the_gold_links(runs, gold, capsys):
     code, out, _ = attnmt(capsys, "evaluate", runs["gold"], "--limit", "6")
     assert code == 0
     alignment = _result(runs["gold"])["alignment"]
@@ -120,7 +126,6 @@ def test_aer_against_the_gold_links(runs, capsys):
     assert alignment["sentences"] == 6 and sum(alignment["skipped"].values()) == 0
     # The diagonal baseline is the one computed here from the gold verses.
     cfg = load_config(runs["gold"] / "config.yaml")
-    gold = {verse.ref: verse for verse in load_gold().verses}
     verses = [gold[ex.id] for ex in prepare(cfg.data).test[:6]]
     diagonal = alignment_scores(
         [diagonal_alignment(len(v.src), len(v.tgt)) for v in verses], [v.links for v in verses]
@@ -136,6 +141,28 @@ def test_aer_against_the_gold_links(runs, capsys):
     report = (runs["gold"] / "eval" / "test-beam1.md").read_text(encoding="utf-8")
     assert "## Alignment error rate" in report and "| diagonal baseline |" in report
     assert "AER" in out and "diagonal baseline" in out
+
+
+@pytest.mark.parametrize("name", ["gold", "gold-tf"])
+def test_the_align_file_rescored_against_the_gold_links_gives_the_reported_aer(
+    runs, gold, tmp_path, capsys, name
+):
+    # What `evaluate` reports is what it wrote: score its Pharaoh file against the gold
+    # verses here, independently of the report's own counting.
+    out_dir = tmp_path / "eval"
+    code, _, _ = attnmt(capsys, "evaluate", runs[name], "--limit", "8", "--out", out_dir)
+    assert code == 0
+    alignment = json.loads((out_dir / "test-beam1.json").read_text(encoding="utf-8"))["alignment"]
+    predicted = read_pharaoh(out_dir / alignment["file"])
+    cfg = load_config(runs[name] / "config.yaml")
+    verses = [gold[ex.id] for ex in prepare(cfg.data).test[:8]]
+    assert len(predicted) == len(verses) == alignment["sentences"] == 8
+    rescored = alignment_scores(predicted, [v.links for v in verses])
+    for key in ("aer", "precision", "recall"):
+        assert alignment[key] == pytest.approx(rescored[key], abs=5e-5), key  # 4 decimals
+    for key in ("predicted", "sure", "sure_hits", "possible_hits"):
+        assert alignment[key] == rescored[key], key
+    assert 0 < rescored["sure_hits"] < rescored["sure"]  # some links right, some wrong
 
 
 def test_aer_per_layer_and_head_for_the_transformer(runs, capsys):

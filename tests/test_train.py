@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ import attnmt.training.loop as train_module
 from attnmt.checkpoint import load_checkpoint
 from attnmt.cli import main
 from attnmt.config import load_config
+from attnmt.data import TokenBatcher, prepare
 from attnmt.errors import CheckpointError, UserError
 from attnmt.training import NoamSchedule, train
 
@@ -153,8 +155,10 @@ def test_run_directory_holds_safetensors_json_and_the_best_and_last_checkpoints(
     best = json.loads((checkpoints / "best.json").read_text())
     latest = json.loads((checkpoints / "latest.json").read_text())
     assert latest == {"checkpoint": "step-00000010", "step": 10}
-    # keep_last=2 (steps 9 and 10) plus the best, by dev loss (validated at 4, 8, 10).
-    assert best["step"] in (4, 8, 10)
+    # keep_last=2 (steps 9 and 10) plus the best: the lowest dev loss (validated at 4, 8, 10).
+    dev_losses = {e["step"]: e["loss"] for e in curve(reference) if e["type"] == "valid"}
+    assert best["step"] == min(dev_losses, key=dev_losses.get)
+    assert best["metric"] == min(dev_losses.values())
     assert set(steps) == {"step-00000009", "step-00000010", best["checkpoint"]}
     for name in steps:
         files = sorted(p.name for p in (checkpoints / name).iterdir())
@@ -361,7 +365,11 @@ def test_repeated_non_finite_losses_stop_keeping_the_last_good_checkpoint(
 @pytest.mark.parametrize(
     ("yaml_text", "extra", "needle"),
     [
-        ("train:\n  max_step: 3\n", [], "unknown key 'train.max_step' (did you mean 'max_steps'?)"),
+        (
+            "train:\n  max_step: 3\n",
+            [],
+            "unknown key 'train.max_step' (did you mean 'train.max_steps'?)",
+        ),
         ("{}\n", ["--set", "model.hiden_size=8"], "unknown key 'model.hiden_size'"),
         ("{}\n", ["--set", "train.max_steps=ten"], "train.max_steps must be an integer"),
         ("trian:\n  seed: 1\n", [], "unknown key 'trian' (did you mean 'train'?)"),
@@ -527,3 +535,224 @@ def test_importing_attnmt_enlarges_the_onednn_primitive_cache_unless_the_user_se
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == (exported or "65536")
+
+
+# ------------------------------------------------------------------------------------
+# Hard attention (REINFORCE baseline) and bf16
+# ------------------------------------------------------------------------------------
+
+HARD = ("model.mode=hard",)
+
+
+@pytest.fixture(scope="module")
+def hard_reference(tmp_path_factory, cache) -> Path:
+    """An uninterrupted run of the tiny config with hard attention."""
+    run_dir = tmp_path_factory.mktemp("hard-reference") / "run"
+    result = train(tiny(run_dir, cache, *HARD), progress=False)
+    assert result.stopped_because == "max_steps" and result.step == 10
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    ("call", "action"),
+    [(6, _raise_keyboard_interrupt), (5, lambda: signal.raise_signal(signal.SIGINT))],
+    ids=["KeyboardInterrupt", "ctrl-c"],
+)
+def test_hard_attention_resume_keeps_the_reinforce_baseline(
+    hard_reference, cache, tmp_path, monkeypatch, call, action
+):
+    # KeyboardInterrupt in step 6's forward pass: step 6 had already moved the baseline, which
+    # must be rolled back with the rest of the step. Ctrl-C in step 5: the baseline after
+    # step 5 must travel in the checkpoint.
+    run_dir = tmp_path / "run"
+    on_call(monkeypatch, call, action)
+    result = train(tiny(run_dir, cache, *HARD), progress=False)
+    assert result.stopped_because == "interrupted" and result.step == 5
+    monkeypatch.undo()
+    assert load_checkpoint(run_dir).state["progress"]["baseline"] != 0.0
+    train(tiny(run_dir, cache, *HARD), resume=True, progress=False)
+    assert curve(run_dir) == curve(hard_reference)
+    assert_same_final_state(run_dir, hard_reference)  # the baseline is in the progress
+    baseline = load_checkpoint(hard_reference).state["progress"]["baseline"]
+    assert load_checkpoint(run_dir).state["progress"]["baseline"] == baseline
+    assert baseline < 0  # a moving average of log-likelihoods, not the initial 0
+
+
+def test_a_bf16_step_runs_under_autocast_and_moves_the_weights(cache, tmp_path, monkeypatch):
+    real = train_module.batch_loss
+    seen: dict = {"dtypes": set(), "losses": []}
+
+    def patched(model, *args, **kwargs):
+        if "before" not in seen:
+            seen["before"] = {n: p.detach().clone() for n, p in model.named_parameters()}
+        hooks = [
+            m.register_forward_hook(lambda m, i, out: seen["dtypes"].add(out.dtype))
+            for m in model.modules()
+            if isinstance(m, torch.nn.Linear)
+        ]
+        try:
+            loss, stats = real(model, *args, **kwargs)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        seen["losses"].append(loss.detach())
+        return loss, stats
+
+    monkeypatch.setattr(train_module, "batch_loss", patched)
+    run_dir = tmp_path / "run"
+    cfg = tiny(run_dir, cache, "train.precision=bf16", "train.max_steps=1", "train.log_every=1")
+    result = train(cfg, progress=False)
+    assert result.stopped_because == "max_steps" and result.step == 1
+    assert torch.bfloat16 in seen["dtypes"]  # the matrix products ran in bf16
+    (loss,) = seen["losses"]
+    assert loss.dtype == torch.float32 and torch.isfinite(loss) and float(loss) > 0
+    (event,) = [e for e in curve(run_dir) if e["type"] == "train"]
+    assert event["step"] == 1 and 0 < event["loss"] < float("inf")
+    after = load_checkpoint(run_dir).model
+    for name, before in seen["before"].items():
+        assert torch.isfinite(after[name]).all(), name
+        assert not torch.equal(after[name], before), f"{name} did not change"
+
+
+# ------------------------------------------------------------------------------------
+# Stops: time budget, epochs, early stopping, non-finite gradients
+# ------------------------------------------------------------------------------------
+
+
+class FakeClock:
+    """Stands in for the `time` module in the training loop: every reading is `tick`
+    seconds after the one before, so each training step lasts exactly `tick` seconds."""
+
+    def __init__(self, tick: float):
+        self.now, self.tick = 0.0, tick
+
+    def perf_counter(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_max_minutes_stops_on_the_training_clock_summed_over_sessions(cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(train_module, "time", FakeClock(7.0))
+    run_dir = tmp_path / "run"
+    # 30 s of budget at 7 s a step: step 5 reaches 35 s. max_steps=12 only as a backstop.
+    cfg = tiny(run_dir, cache, "train.max_steps=12", "train.max_minutes=0.5")
+    result = train(cfg, progress=False)
+    assert result.stopped_because == "max_minutes" and result.step == 5
+    assert result.elapsed == pytest.approx(35.0)
+    ck = load_checkpoint(run_dir)
+    assert ck.step == 5 and ck.state["progress"]["elapsed"] == pytest.approx(35.0)
+    # The budget is spent: a resumed run stops at once, without another step.
+    resumed = train(cfg, resume=True, progress=False)
+    assert resumed.stopped_because == "max_minutes" and resumed.step == 5
+
+
+def test_max_epochs_serves_every_example_exactly_that_many_times(cache, tmp_path, monkeypatch):
+    served: list[list[int]] = []
+    real = train_module.batch_loss
+
+    def patched(model, batch, *args, **kwargs):
+        served.append(list(batch.indices))
+        return real(model, batch, *args, **kwargs)
+
+    monkeypatch.setattr(train_module, "batch_loss", patched)
+    cfg = tiny(tmp_path / "run", cache, "train.max_steps=0", "train.max_epochs=2")
+    result = train(cfg, progress=False)
+    assert result.stopped_because == "max_epochs"
+    train_set = prepare(cfg.data, progress=False).train
+    batcher = TokenBatcher(train_set, batch_tokens=cfg.data.batch_tokens, seed=cfg.train.seed)
+    assert result.step == len(served) == len(batcher.shard(0)) + len(batcher.shard(1))
+    counts = Counter(index for batch in served for index in batch)
+    assert sorted(counts) == list(range(len(train_set)))
+    assert set(counts.values()) == {2}
+
+
+def test_patience_stops_early_and_the_best_checkpoint_has_the_lowest_dev_loss(
+    cache, tmp_path, monkeypatch
+):
+    # Scripted dev losses (the rest of the validation is real): the lowest, 2.0 at step 4,
+    # is neither the first, nor the last, nor the highest.
+    scripted = iter([3.0, 2.0, 2.5, 2.1, 1.0, 1.5, 1.6, 1.7, 1.8, 1.9])
+    real = train_module.validate
+
+    def validate(*args, **kwargs):
+        return {**real(*args, **kwargs), "loss": next(scripted)}
+
+    monkeypatch.setattr(train_module, "validate", validate)
+    run_dir = tmp_path / "run"
+    cfg = tiny(
+        run_dir,
+        cache,
+        "train.max_steps=20",
+        "train.validate_every=2",
+        "train.patience=2",
+        "train.keep_last=1",
+    )
+    result = train(cfg, progress=False)
+    # Validations at 2, 4, 6, 8: no lower loss at 6 and 8, so patience 2 stops at 8.
+    assert result.stopped_because == "early_stopping" and result.step == 8
+    assert result.best == 2.0
+    events = curve(run_dir)
+    assert [(e["step"], e["loss"]) for e in events if e["type"] == "valid"] == [
+        (2, 3.0),
+        (4, 2.0),
+        (6, 2.5),
+        (8, 2.1),
+    ]
+    checkpoints = run_dir / "checkpoints"
+    best = json.loads((checkpoints / "best.json").read_text())
+    assert best == {"checkpoint": "step-00000004", "step": 4, "metric": 2.0}
+    kept = load_checkpoint(checkpoints / best["checkpoint"])
+    assert kept.step == 4 and kept.state["progress"]["best"] == 2.0
+    assert load_checkpoint(run_dir).state["progress"]["bad_validations"] == 2
+
+
+class NanGradient(torch.autograd.Function):
+    """The identity, whose gradient is NaN: a finite loss with a non-finite gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.full_like(grad, float("nan"))
+
+
+def nan_gradient_on(monkeypatch, bad_calls) -> list[float]:
+    losses: list[float] = []
+    real = train_module.batch_loss
+    calls = {"n": 0}
+
+    def patched(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        calls["n"] += 1
+        if bad_calls(calls["n"]):
+            loss = NanGradient.apply(loss)
+            losses.append(float(loss.detach()))
+        return loss, stats
+
+    monkeypatch.setattr(train_module, "batch_loss", patched)
+    return losses
+
+
+@pytest.mark.parametrize(
+    "clip",
+    ["1.0", "0"],
+    ids=["clipped", "unclipped"],
+)
+def test_a_non_finite_gradient_skips_its_batch_with_a_warning(
+    cache, tmp_path, monkeypatch, capsys, clip
+):
+    bad_losses = nan_gradient_on(monkeypatch, lambda n: n in (3, 7, 8))
+    result = train(tiny(tmp_path / "run", cache, f"train.clip_norm={clip}"), progress=False)
+    assert len(bad_losses) == 3 and all(torch.isfinite(torch.tensor(bad_losses)))
+    assert result.stopped_because == "max_steps" and result.step == 10
+    ck = load_checkpoint(tmp_path / "run")
+    assert all(torch.isfinite(t).all() for t in ck.model.values())
+    assert all(torch.isfinite(t).all() for t in ck.optimizer["state"][0].values())
+    err = capsys.readouterr().err
+    assert err.count("at step 3; batch skipped") == 1
+    assert err.count("at step 6; batch skipped") == 2
+    assert ck.state["progress"]["nonfinite_in_a_row"] == 0
+    train_losses = [e["loss"] for e in curve(tmp_path / "run") if e["type"] == "train"]
+    assert len(train_losses) == 5 and all(0 < loss < float("inf") for loss in train_losses)

@@ -9,10 +9,12 @@ summation order, the same weights.
 
 from __future__ import annotations
 
+import copy
 import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +25,8 @@ import attnmt.training.run
 from attnmt.checkpoint import load_checkpoint
 from attnmt.config import load_config
 from attnmt.data import TokenBatcher, collate, prepare
-from attnmt.training import train
+from attnmt.models import build_model
+from attnmt.training import Progress, batch_loss, distributed, train
 
 TINY = [
     "data.corpus=reverse",
@@ -186,3 +189,79 @@ def test_ctrl_c_under_torchrun_stops_every_process_at_one_step_and_resumes(tmp_p
     assert "resuming rnnsearch" in done.stderr
     single = one_process_reference(tmp_path, steps, monkeypatch)
     assert_same_training(run_dir, single)
+
+
+# ------------------------------------------------------------------------------------
+# The loss scale, gradient by gradient (Adam would hide a constant factor)
+# ------------------------------------------------------------------------------------
+
+
+class ThreadGroup:
+    """all_reduce(SUM) between threads standing in for the ranks of one process group."""
+
+    def __init__(self, world_size: int):
+        self.barrier = threading.Barrier(world_size, timeout=60)
+        self.slots: list[torch.Tensor | None] = [None] * world_size
+
+    def all_reduce_sum(self, value: torch.Tensor, ctx: distributed.Context) -> torch.Tensor:
+        if not ctx.enabled:
+            return value
+        self.slots[ctx.rank] = value.detach().clone()
+        self.barrier.wait()  # every rank has put its value in
+        total = sum(self.slots)
+        self.barrier.wait()  # every rank has read the others' before any is overwritten
+        return total.to(value.dtype)
+
+
+def _losses_of_two_ranks(models, halves, cfg, monkeypatch) -> list[torch.Tensor]:
+    group = ThreadGroup(2)
+    monkeypatch.setattr(distributed, "all_reduce_sum", group.all_reduce_sum)
+    losses: list = [None, None]
+
+    def rank(r: int) -> None:
+        ctx = distributed.Context(rank=r, local_rank=r, world_size=2)
+        try:
+            losses[r], _ = batch_loss(models[r], halves[r], cfg, ctx, Progress())
+        except BaseException as err:  # seen by the main thread below
+            losses[r] = err
+            group.barrier.abort()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for loss in losses:
+        if isinstance(loss, BaseException):
+            raise loss
+    return losses
+
+
+@pytest.mark.parametrize("smoothing", ["0", "0.1"])
+def test_two_ranks_average_to_the_gradient_of_the_global_batch(tmp_path, monkeypatch, smoothing):
+    # DDP averages the ranks' gradients; batch_loss must scale each rank's loss so that the
+    # average is the gradient of one process over both halves (halves of unequal token
+    # counts, so normalising by a rank's own tokens would show too).
+    cfg = load_config(
+        None, settings(tmp_path, tmp_path / "run", f"train.label_smoothing={smoothing}")
+    )
+    data = prepare(cfg.data, progress=False)
+    examples = sorted(data.train, key=lambda ex: len(ex.tgt_ids))[-8:]
+    halves = [collate(examples[:3]), collate(examples[3:])]
+    whole = collate(examples)
+    assert int(halves[0].tgt_mask.sum()) != int(halves[1].tgt_mask.sum())
+    torch.manual_seed(0)
+    model = build_model(cfg.model, data.vocab.src_vocab_size, data.vocab.tgt_vocab_size)
+    ranks = [copy.deepcopy(model) for _ in range(2)]
+
+    loss, _ = batch_loss(model, whole, cfg, distributed.Context(), Progress())
+    loss.backward()
+    for rank_loss in _losses_of_two_ranks(ranks, halves, cfg, monkeypatch):
+        rank_loss.backward()
+
+    for (name, param), *replicas in zip(
+        model.named_parameters(), *(r.parameters() for r in ranks), strict=True
+    ):
+        average = (replicas[0].grad + replicas[1].grad) / 2  # what DDP's all-reduce gives
+        torch.testing.assert_close(average, param.grad, rtol=1e-4, atol=1e-7, msg=name)
+    assert max(float(p.grad.abs().max()) for p in model.parameters()) > 1e-3  # not vacuous

@@ -11,7 +11,9 @@ A checkpoint is a directory:
 It is written into a temporary sibling directory, every file flushed to disk, and then
 renamed into place, so a crash at any moment leaves either the whole checkpoint or none of
 it. `latest.json` and `best.json` beside the checkpoints name the current ones (also
-replaced atomically). Loading reads safetensors and JSON only: no pickle, no code.
+replaced atomically). Every file and the directory get the permissions of any new file
+(0644 and 0755 under umask 022), not the 0600/0700 of temporary names. Loading reads
+safetensors and JSON only: no pickle, no code.
 """
 
 from __future__ import annotations
@@ -95,6 +97,23 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask (reading it means setting it: put straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _plain_permissions(directory: Path) -> None:
+    """Give `directory` and its files what a plain mkdir / open would (mkdtemp: 0700,
+    mkstemp and safetensors: 0600), so a checkpoint reads like the rest of the run."""
+    mask = _umask()
+    for child in directory.iterdir():
+        if child.is_file():
+            child.chmod(0o666 & ~mask)
+    directory.chmod(0o777 & ~mask)
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to `path` via a flushed temporary file and a rename."""
     path = Path(path)
@@ -105,6 +124,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
             json.dump(data, handle, indent=1, sort_keys=True)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 -> a plain file's permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -146,6 +166,7 @@ def save_checkpoint(
         (tmp / "state.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         for name in ("model.safetensors", "optimizer.safetensors", "state.json"):
             _fsync_file(tmp / name)
+        _plain_permissions(tmp)
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -271,15 +292,6 @@ class CheckpointManager:
             )
         self._prune()
         return path
-
-    def mark_best(self, step: int, metric: float) -> None:
-        """Mark an already saved step as the best (after validating it)."""
-        name = f"step-{step:08d}"
-        if self.is_better(metric) and (self.folder / name).is_dir():
-            write_json_atomic(
-                self.folder / "best.json", {"checkpoint": name, "step": step, "metric": metric}
-            )
-            self._prune()
 
     def _prune(self) -> None:
         steps = sorted(p for p in self.folder.glob("step-*") if p.is_dir())

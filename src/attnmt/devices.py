@@ -1,13 +1,23 @@
-"""Which device runs the model: one choice for training, decoding and every command.
+"""Which device runs the model and in which precision, chosen from what the hardware runs
+natively; one choice for training, decoding and every command.
 
     device = pick_device("auto")                 # CUDA, else Apple mps, else the CPU
     device = pick_device("cuda", local_rank=1)   # one process of a torchrun job
+    precision = choose_precision("auto", device, "transformer")   # a Precision
 
 `auto` takes the first of CUDA, Apple's `mps` and the CPU that PyTorch reports usable.
 An explicit device that is not there is a clear error naming the option that asked for it.
+Precision `auto` is bf16 only where bf16 is native (CUDA with bf16 support; a CPU with AMX
+or AVX512-BF16, as PyTorch and the CPU flags report, never guessed from the vendor) and
+bf16 was measured faster for the model family; fp32 everywhere else. Where bf16 is not
+native it is emulated, about 150 times slower than fp32.
 """
 
 from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -44,3 +54,118 @@ def pick_device(name: str, *, local_rank: int = 0, option: str = "train.device")
             )
         return torch.device("mps")
     return torch.device("cpu")
+
+
+# --------------------------------------------------------------------------------------
+# Precision: bf16 only where the hardware runs it natively and it was measured faster
+# --------------------------------------------------------------------------------------
+
+PRECISIONS = ("auto", "fp32", "bf16")
+# Model families that trained faster under bf16 autocast than in fp32 where bf16 is native
+# (an Intel Xeon with AMX; docs/training.md and benchmarks/README.md): the Transformer
+# (1.12x over whole 20-minute runs) and RNNencdec (1.35x in the benchmark), whose time goes
+# to large matrix products. The attentional RNNs ran no faster or slower (RNNsearch 0.86x
+# over a whole run: many small time steps, the casts cost more than they save), so `auto`
+# keeps them in fp32 everywhere.
+BF16_FASTER = frozenset({"transformer", "rnnencdec"})
+# What bf16 costs where it is not native, as measured (docs/training.md): a 1024 x 1024
+# matrix product on an AMD EPYC with AVX2 only.
+SLOW_BF16 = "about 1 GFLOP/s against 166 in fp32 on an AVX2-only CPU"
+# The CPU flags that decide speed here, recorded beside every run's figures.
+NOTABLE_FLAGS = frozenset({"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The precision a run trains in, and why: `name` is "fp32" or "bf16"."""
+
+    name: str
+    reason: str
+    warning: str | None = None
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The dtype for `torch.autocast`, or None for plain fp32."""
+        return torch.bfloat16 if self.name == "bf16" else None
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them (empty where /proc/cpuinfo is missing)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cpu_model() -> str:
+    """The CPU's model name ("AMD EPYC", "Intel(R) Xeon(R) Platinum 8480+"), or the platform."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def native_bf16(device: torch.device) -> tuple[bool, str]:
+    """Whether `device` runs bf16 matrix products natively, and what says so."""
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return True, f"{torch.cuda.get_device_name(device)} supports bf16"
+        return False, f"{torch.cuda.get_device_name(device)} has no native bf16"
+    if device.type == "mps":
+        return False, "bf16 autocast on Apple mps is not measured here"
+    # Ask PyTorch first (it checks CPUID), then the kernel's flags; never the vendor name.
+    amx = _torch_cpu_check("_is_amx_tile_supported")
+    avx512_bf16 = _torch_cpu_check("_is_avx512_bf16_supported")
+    flags = cpu_flags()
+    if amx or "amx_bf16" in flags:
+        return True, "the CPU has AMX"
+    if avx512_bf16 or "avx512_bf16" in flags:
+        return True, "the CPU has AVX512-BF16"
+    best = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return False, f"the CPU has no AMX or AVX512-BF16 ({best} only)"
+
+
+def _torch_cpu_check(name: str) -> bool:
+    check = getattr(torch.cpu, name, None)
+    try:
+        return bool(check()) if check is not None else False
+    except RuntimeError:
+        return False
+
+
+def choose_precision(requested: str, device: torch.device, model_name: str) -> Precision:
+    """`train.precision` resolved for this hardware and model family (see `PRECISIONS`).
+
+    `auto` gives bf16 only where it is native and measured faster for the family
+    (`BF16_FASTER`), fp32 otherwise. An explicit `bf16` is kept, with a warning where the
+    hardware emulates it.
+    """
+    if requested not in PRECISIONS:
+        raise UserError(
+            f"train.precision must be one of {', '.join(PRECISIONS)}, got '{requested}'"
+        )
+    if requested == "fp32":
+        return Precision("fp32", "train.precision is fp32")
+    native, why = native_bf16(device)
+    if requested == "bf16":
+        if native:
+            return Precision("bf16", f"train.precision is bf16 and {why}")
+        warning = (
+            f"train.precision is bf16 but {why}: bf16 is emulated there ({SLOW_BF16}), so "
+            "training will be far slower; set train.precision=auto or fp32"
+        )
+        return Precision("bf16", f"train.precision is bf16; {why}", warning)
+    if not native:
+        return Precision("fp32", f"auto: {why}")
+    if model_name not in BF16_FASTER:
+        return Precision(
+            "fp32", f"auto: {why}, but bf16 trained {model_name} slower than fp32 (measured)"
+        )
+    return Precision("bf16", f"auto: {why} and bf16 trained {model_name} faster (measured)")

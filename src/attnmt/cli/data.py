@@ -1,9 +1,10 @@
-"""`attnmt data list | prepare CONFIG | show CONFIG`.
+"""`attnmt data list | prepare CONFIG | show CONFIG` (alone: the actions, one line each).
 
 - `list`: every version of the built-in Bible corpus (name, language, year, verses);
   `--books` lists the book names and numbers usable in `data.dev_books` / `test_books`.
+  It reads the corpus database only: no config, no `prepare` (imported lazily).
 - `prepare CONFIG`: reads, cleans, splits, trains the subword model and encodes; writes it
-  all into the cache folder and prints the statistics (see `attnmt.data.prepare`).
+  all into the cache folder and prints the statistics (see `attnmt.data.preparation`).
 - `show CONFIG`: a few examples of each split, as text and as subword pieces; for the
   gold-alignment corpus also the counts of the test split's gold links.
 """
@@ -15,18 +16,22 @@ import json
 import time
 
 from attnmt.config import add_override_argument, load_config
-from attnmt.data import alignments, bible
-from attnmt.data.prepare import prepare
+from attnmt.data import bible
+
+# action -> one-line help, in the order `attnmt data` lists them.
+ACTIONS = {
+    "list": "the versions of the built-in Bible corpus (--books: its books)",
+    "prepare": "prepare the corpus of a config and print its statistics",
+    "show": "print a few tokenized examples of each split",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = sub.add_parser("list", help="the versions of the built-in Bible corpus")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    listing = sub.add_parser("list", help=ACTIONS["list"], description=ACTIONS["list"])
     listing.add_argument("--books", action="store_true", help="list the books instead")
-    for name, help_text in (
-        ("prepare", "prepare the corpus of a config and print its statistics"),
-        ("show", "print a few tokenized examples of each split"),
-    ):
+    for name in ("prepare", "show"):
+        help_text = ACTIONS[name]
         action = sub.add_parser(name, help=help_text, description=help_text)
         action.add_argument("config", help="experiment YAML file (see configs/)")
         add_override_argument(action, "data.vocab_size=4000")
@@ -37,31 +42,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action is None:
+        return _actions()
     if args.action == "list":
         return _list(args.books)
 
+    # Lazy on purpose: `prepare` brings torch and sentencepiece, which `list` does without.
+    from attnmt.data import preparation as preparing
+
     cfg = load_config(args.config, args.overrides)
     started = time.perf_counter()
-    data = prepare(cfg.data)
+    data = preparing.prepare(cfg.data)
     seconds = time.perf_counter() - started
     if args.action == "prepare":
         if args.json:
-            print(json.dumps(data.stats, ensure_ascii=False, indent=2))
+            shown = _shown(data.stats, preparing.SYNTHETIC)
+            print(json.dumps(shown, ensure_ascii=False, indent=2))
         else:
-            _print_stats(data.stats, seconds, data.directory)
+            _print_stats(_shown(data.stats, preparing.SYNTHETIC), seconds, data.directory)
         return 0
     _show(data, args.n)
     return 0
 
 
-def _list(books: bool) -> int:
+def _actions() -> int:
+    """`attnmt data` alone: what each action does (like `attnmt` alone, status 0)."""
+    print("usage: attnmt data ACTION ...\n\nactions:")
+    for name, help_text in ACTIONS.items():
+        print(f"  {name:<9} {help_text}")
+    print("\n`attnmt data ACTION --help` gives the arguments of one.")
+    return 0
 
+
+def _list(books: bool) -> int:
     if books:
-        for number, name in bible.book_names().items():
+        names = bible.book_names()
+        print(
+            f"The {len(names)} books of the built-in Bible corpus, by number "
+            "(data.dev_books / data.test_books take a number or a name)"
+        )
+        for number, name in names.items():
             part = "NT" if number >= 40 else "OT"
             print(f"{number:3d}  {name:<20} {part}")
         return 0
     counts = bible.verse_counts()
+    print(
+        f"The {len(counts)} Bible versions of the built-in corpus (names for data.src / "
+        "data.tgt); verses: those with text, of 31,102"
+    )
     print(f"{'name':<17}{'language':<12}{'year':<6}{'verses':>7}  title")
     for name, v in bible.versions().items():
         year = str(v.year) if v.year else "-"
@@ -70,10 +98,21 @@ def _list(books: bool) -> int:
     return 0
 
 
+def _shown(stats: dict, synthetic) -> dict:
+    """The stats to print: a synthetic task has no source or target version to name."""
+    if stats.get("corpus") in synthetic:
+        return {k: v for k, v in stats.items() if k not in ("src", "tgt")}
+    return stats
+
+
 def _print_stats(stats: dict, seconds: float, directory) -> None:
     pairs = stats["pairs"]
     cached = " (from cache)" if stats.get("cached") else ""
-    print(f"prepared {stats['corpus']} {stats['src']} -> {stats['tgt']} in {seconds:.1f} s{cached}")
+    if "src" in stats:
+        what = f"{stats['corpus']} {stats['src']} -> {stats['tgt']}"
+    else:
+        what = f"{stats['corpus']} (a synthetic task)"
+    print(f"prepared {what} in {seconds:.1f} s{cached}")
     print(f"  folder: {directory}")
     print(f"  pairs: train {pairs['train']:,}  dev {pairs['dev']:,}  test {pairs['test']:,}")
     if "dev_books" in stats:
@@ -123,6 +162,8 @@ def _show(data, n: int) -> None:
             print(f"  src pieces ({len(ex.src_ids)}): {' '.join(vocab.src.id_pieces(ex.src_ids))}")
             print(f"  tgt pieces ({len(ex.tgt_ids)}): {' '.join(vocab.tgt.id_pieces(ex.tgt_ids))}")
     if data.stats.get("corpus") == "alignments" and data.stats.get("test_books"):
+        from attnmt.data import alignments  # lazy: torch, which `list` does without
+
         gold = alignments.load_gold()
         parts = alignments.split_by_book(
             gold.verses,

@@ -86,8 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--plot",
         metavar="DIR",
-        help="draw each sentence's attention into DIR (line-N.png/.svg) with "
-        "its plot data (line-N.npz, for `attnmt plot --from`)",
+        help="draw each sentence's attention into DIR (line-0001.png/.svg, and "
+        "line-0001-layers.* for a Transformer) with its plot data (line-0001.npz, for "
+        "`attnmt plot --from`)",
     )
 
 

@@ -4,23 +4,40 @@
     batcher = TokenBatcher(data.train, batch_tokens=4096, seed=1)
     batch = next(iter(batcher))                   # attnmt.data.types.Batch
 
-Modules: `bible` (the built-in corpus), `files` (Moses / TSV files), `alignments` (gold
-Greek→English word alignments, Pharaoh files), `subwords` (sentencepiece, vocabularies),
-`batching` (token-budget batches, resumable, sharded), `synthetic` (reverse, copy, sort).
+Modules: `vocab` (the special ids), `bible` (the built-in corpus), `files` (Moses / TSV
+files), `alignments` (gold Greek→English word alignments, Pharaoh files), `subwords`
+(sentencepiece, vocabularies), `preparation` (`prepare`: cached splits and vocabularies),
+`batching` (token-budget batches, resumable, sharded; decoding batches), `synthetic`
+(reverse, copy, sort).
+
+The names below are loaded on first use (PEP 562): `attnmt data list` reads the corpus
+database through `attnmt.data.bible` without paying for torch and sentencepiece.
 """
 
-from attnmt.data.batching import (
-    TokenBatcher,
-    batches_by_length,
-    eval_batches,
-    pad_batch,
-    padding_fraction,
-)
-from attnmt.data.prepare import PreparedData, prepare
-from attnmt.data.subwords import Vocab, load_vocab
-from attnmt.data.types import Batch, Example, collate
-from attnmt.data.vocab import BOS, EOS, PAD, UNK
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# name -> the module of attnmt.data that defines it
+_EXPORTS = {
+    "TokenBatcher": "batching",
+    "batches_by_length": "batching",
+    "eval_batches": "batching",
+    "pad_batch": "batching",
+    "padding_fraction": "batching",
+    "PreparedData": "preparation",
+    "prepare": "preparation",
+    "Vocab": "subwords",
+    "load_vocab": "subwords",
+    "Batch": "types",
+    "Example": "types",
+    "collate": "types",
+    "BOS": "vocab",
+    "EOS": "vocab",
+    "PAD": "vocab",
+    "UNK": "vocab",
+}
 __all__ = [
     "BOS",
     "EOS",
@@ -39,3 +56,28 @@ __all__ = [
     "padding_fraction",
     "prepare",
 ]
+
+if TYPE_CHECKING:  # what type checkers and editors see
+    from attnmt.data.batching import (
+        TokenBatcher,
+        batches_by_length,
+        eval_batches,
+        pad_batch,
+        padding_fraction,
+    )
+    from attnmt.data.preparation import PreparedData, prepare
+    from attnmt.data.subwords import Vocab, load_vocab
+    from attnmt.data.types import Batch, Example, collate
+    from attnmt.data.vocab import BOS, EOS, PAD, UNK
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'attnmt.data' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"attnmt.data.{_EXPORTS[name]}"), name)
+    globals()[name] = value  # once loaded, an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

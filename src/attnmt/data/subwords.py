@@ -27,7 +27,6 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import sentencepiece as spm
 
@@ -36,17 +35,6 @@ from attnmt.data.vocab import BOS, EOS, PAD, UNK
 from attnmt.errors import DataError
 
 WORD_START = "\u2581"  # sentencepiece's "▁": this piece begins a new word
-
-
-class Side(Protocol):
-    """One side of a vocabulary (what encoders and decoders need)."""
-
-    size: int
-
-    def encode(self, text: str) -> list[int]: ...
-    def decode(self, ids: Sequence[int]) -> str: ...
-    def pieces(self, text: str) -> list[str]: ...
-    def word_of(self, text: str) -> list[int]: ...
 
 
 def _until_eos(ids: Sequence[int]) -> list[int]:

@@ -273,3 +273,15 @@ def diagonal_alignment(src_len: int, tgt_len: int) -> set[tuple[int, int]]:
     if src_len == 0:
         return set()
     return {((2 * j + 1) * src_len // (2 * tgt_len), j) for j in range(tgt_len)}
+
+
+def collapsed(links: set[Link], target_words: int) -> bool:
+    """Whether the links say nothing: more than half of the target words linked to one
+    source word (an attention that stares at one position, as an untrained one does).
+    Sentences of fewer than three target words are never called collapsed."""
+    if target_words < 3 or not links:
+        return False
+    per_source: dict[int, int] = {}
+    for source, _ in links:
+        per_source[source] = per_source.get(source, 0) + 1
+    return max(per_source.values()) > target_words / 2

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 
 from attnmt.checkpoint import load_checkpoint, resolve_checkpoint
-from attnmt.config import Config, from_dict
+from attnmt.config import Config, TrainConfig, from_dict
 from attnmt.data import load_vocab
-from attnmt.errors import CheckpointError
+from attnmt.errors import CheckpointError, ConfigError
 from attnmt.models import build_model
 
 
@@ -32,12 +33,34 @@ class LoadedRun:
 def find_checkpoint(path: str | Path) -> Path:
     """The checkpoint a path means: itself, or a run's best (else latest) checkpoint."""
     path = Path(path)
+    if path.is_file():
+        example = "runs/quickstart"
+        if path.suffix in (".yaml", ".yml"):
+            example = _run_dir_of(path) or TrainConfig().run_dir  # where it trains to
+            raise CheckpointError(
+                f"'{path}' is a config file; RUN is a run directory such as {example}, "
+                "made by `attnmt train`"
+            )
+        raise CheckpointError(
+            f"'{path}' is a file; RUN is a run directory such as {example}, made by "
+            "`attnmt train` (or one of its checkpoints/step-N directories)"
+        )
     if (path / "state.json").is_file():
         return path
     try:
         return resolve_checkpoint(path, "best")
     except CheckpointError:
         return resolve_checkpoint(path, "latest")
+
+
+def _run_dir_of(config_file: Path) -> str | None:
+    """The `train.run_dir` a YAML config names, if it can be read (for a hint only)."""
+    try:
+        tree = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+        run_dir = tree["train"]["run_dir"]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError):
+        return None
+    return run_dir if isinstance(run_dir, str) and run_dir else None
 
 
 def load_run(path: str | Path, *, device: str | torch.device = "cpu") -> LoadedRun:
@@ -47,7 +70,12 @@ def load_run(path: str | Path, *, device: str | torch.device = "cpu") -> LoadedR
     ck = load_checkpoint(checkpoint, with_optimizer=False)
     if "config" not in ck.state:
         raise CheckpointError(f"'{checkpoint}' holds no config; it was not written by train")
-    cfg = from_dict(Config, ck.state["config"])
+    try:
+        cfg = from_dict(Config, ck.state["config"])
+    except ConfigError as err:
+        raise CheckpointError(
+            f"the config saved in '{checkpoint}' is refused by this version of attnmt: {err}"
+        ) from None
     run_dir = checkpoint.parent.parent
     vocab_dir = run_dir / "vocab"
     if not vocab_dir.is_dir():

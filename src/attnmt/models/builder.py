@@ -2,64 +2,27 @@
 
 Every config mistake (an unknown model, score, scope or mode; a score that cannot work
 with the model's widths; widths that do not divide into heads) is a `ConfigError` that
-names the key and the valid options, raised before any tensor is allocated.
+names the key and the valid options, raised before any tensor is allocated. The checks
+are `attnmt.config.check_model`, the ones a config gets when it loads, so a bad model
+config fails before any data is prepared; `build_model` runs them again for configs built
+in code.
 """
 
 from __future__ import annotations
 
-import difflib
-
 from attnmt import attention
-from attnmt.config import ModelConfig
+from attnmt.config import KEY_WIDTHS, MODELS, ModelConfig, check_model
 from attnmt.errors import ConfigError
 from attnmt.models.base import Seq2Seq
 from attnmt.models.luong import LuongNMT
-from attnmt.models.rnn import HARD_EVAL, RNNEncDec
+from attnmt.models.rnn import RNNEncDec
 from attnmt.models.rnnsearch import RNNSearch
 from attnmt.models.transformer import Transformer
-
-MODELS = ("rnnencdec", "rnnsearch", "luong", "transformer")
-ATTENTIONAL_RNNS = ("rnnsearch", "luong")
 
 
 def model_names() -> list[str]:
     """The model names `build_model` accepts."""
     return list(MODELS)
-
-
-def _choose(key: str, value: str, valid: list[str] | tuple[str, ...], what: str) -> None:
-    if value in valid:
-        return
-    close = difflib.get_close_matches(str(value), list(valid), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    raise ConfigError(f"unknown {what} {key}={value!r}{hint}; valid: {', '.join(valid)}")
-
-
-def _check(cfg: ModelConfig) -> None:
-    """Names and numbers of a model config; `ConfigError` naming the key otherwise."""
-    _choose("model.name", cfg.name, MODELS, "model")
-    names = attention.names()
-    _choose("model.attention", cfg.attention, names["score"], "attention score")
-    _choose("model.scope", cfg.scope, names["scope"], "attention scope")
-    _choose("model.mode", cfg.mode, names["mode"], "attention mode")
-    _choose("model.hard_eval", cfg.hard_eval, HARD_EVAL, "hard-attention evaluation")
-    sizes = ("embed_size", "hidden_size", "layers", "heads", "ff_size", "window", "max_source_len")
-    for key in sizes:
-        value = getattr(cfg, key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"model.{key} must be a positive integer, got {value!r}")
-    if not 0.0 <= cfg.dropout < 1.0:
-        raise ConfigError(f"model.dropout must be in [0, 1), got {cfg.dropout!r}")
-    if cfg.mode == "hard" and cfg.name not in ATTENTIONAL_RNNS:
-        raise ConfigError(
-            f"model.mode='hard' works with {' and '.join(ATTENTIONAL_RNNS)}, not "
-            f"model.name={cfg.name!r}; use model.mode=soft"
-        )
-    if cfg.name == "transformer" and cfg.hidden_size % cfg.heads:
-        raise ConfigError(
-            f"model.hidden_size={cfg.hidden_size} (d_model) must be divisible by "
-            f"model.heads={cfg.heads}"
-        )
 
 
 def _attention(cfg: ModelConfig, query_dim: int, key_dim: int) -> attention.Attention:
@@ -97,18 +60,19 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     for label, size in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size)):
         if size < 4:
             raise ValueError(f"{label} must hold at least the 4 special tokens, got {size}")
-    _check(cfg)
+    check_model(cfg)
     D, E = cfg.hidden_size, cfg.embed_size
     common = {"embed_size": E, "hidden_size": D, "layers": cfg.layers, "dropout": cfg.dropout}
     if cfg.name == "rnnencdec":
         return RNNEncDec(src_vocab_size, tgt_vocab_size, **common)
     if cfg.name == "rnnsearch":
-        attn = _attention(cfg, query_dim=D, key_dim=2 * D)  # query s_{i-1}, keys h_j
+        # query s_{i-1}, keys h_j = [->h_j; <-h_j]
+        attn = _attention(cfg, query_dim=D, key_dim=KEY_WIDTHS["rnnsearch"] * D)
         return RNNSearch(
             src_vocab_size, tgt_vocab_size, attention=attn, hard_eval=cfg.hard_eval, **common
         )
     if cfg.name == "luong":
-        attn = _attention(cfg, query_dim=D, key_dim=D)  # query h_t, keys h̄_s
+        attn = _attention(cfg, query_dim=D, key_dim=KEY_WIDTHS["luong"] * D)  # h_t, h̄_s
         return LuongNMT(
             src_vocab_size,
             tgt_vocab_size,

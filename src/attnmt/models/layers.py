@@ -89,11 +89,6 @@ class RecurrentEncoder(nn.Module):
         self.hidden_size = hidden_size
         self.directions = 2 if bidirectional else 1
 
-    @property
-    def output_size(self) -> int:
-        """Width of the annotations: D · directions."""
-        return self.hidden_size * self.directions
-
     def forward(self, src: Tensor, src_mask: Tensor) -> EncoderOutput:
         src_len = src.shape[1]
         embedded = self.dropout(self.embed(src))  # E x_j: (B, S, E)

@@ -59,15 +59,6 @@ def all_reduce_sum(value: torch.Tensor, ctx: Context) -> torch.Tensor:
     return value
 
 
-def broadcast_flag(flag: bool, ctx: Context) -> bool:
-    """True on every process if it is True on rank 0 (e.g. "stop now")."""
-    if not ctx.enabled:
-        return flag
-    tensor = _on_backend_device(torch.tensor([1 if flag else 0]))
-    dist.broadcast(tensor, src=0)
-    return bool(tensor.item())
-
-
 def barrier(ctx: Context) -> None:
     if ctx.enabled:
         dist.barrier()

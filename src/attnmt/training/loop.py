@@ -129,9 +129,13 @@ def _loop(run: Run, show_progress: bool) -> TrainResult:
     _say(
         f"{'resuming' if p.step else 'training'} {cfg.model.name} ({n_params:,} parameters) "
         f"on {len(run.data.train):,} pairs, {ctx.world_size} process(es), {run.device}, "
-        f"{cfg.train.precision}; run directory {run.run_dir}",
+        f"{run.precision.name}; run directory {run.run_dir}",
         bar,
     )
+    _say(f"precision {run.precision.name} ({run.precision.reason}); device {run.device}", bar)
+    if run.precision.warning:
+        _say(f"warning: {run.precision.warning}", bar)
+    estimate = _Estimate(run)
     window_start = time.perf_counter()
     last_valid: dict[str, Any] | None = None
     stopped = _limit_reached(run)
@@ -146,6 +150,7 @@ def _loop(run: Run, show_progress: bool) -> TrainResult:
                 if lr is None:  # a non-finite loss: the batch was skipped
                     continue
                 bar.update(1)
+                estimate.after_step(bar)
                 if p.step % cfg.train.log_every == 0:
                     _log_train(run, bar, lr, time.perf_counter() - window_start, show_progress)
                     window_start = time.perf_counter()
@@ -183,13 +188,17 @@ def _train_step(run: Run, batches: Iterator, ctrl_c: _CtrlC, bar: tqdm) -> float
     started = time.perf_counter()
     batch = next(batches).to(run.device)
     run.optimizer.zero_grad(set_to_none=True)
-    loss, stats = batch_loss(run.ddp, batch, cfg, ctx, p)
+    loss, stats = batch_loss(
+        run.ddp, batch, cfg, ctx, p, autocast_dtype=run.precision.autocast_dtype
+    )
     finite, nll_sum, tokens = _step_totals(loss, stats, ctx)
     if finite:
         loss.backward()
-        if cfg.train.clip_norm > 0:
-            norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.train.clip_norm)
-            finite = bool(torch.isfinite(norm))
+        # The gradient norm, clipped where asked (an infinite limit leaves it as it is): a
+        # finite loss can still give a non-finite gradient, which must never be applied.
+        limit = cfg.train.clip_norm if cfg.train.clip_norm > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), limit)
+        finite = bool(torch.isfinite(norm))
     if not finite:
         ctrl_c.rewind_to = None  # skipped for good, as it would be without a Ctrl-C
         p.nonfinite_in_a_row += 1
@@ -211,6 +220,45 @@ def _train_step(run: Run, batches: Iterator, ctrl_c: _CtrlC, bar: tqdm) -> float
     p.window_nll += nll_sum
     p.window_tokens += tokens
     return lr
+
+
+class _Estimate:
+    """After a few measured steps, say what the budget will take on this machine, so a
+    user on a slow one learns it in seconds (training time only; validation not counted)."""
+
+    WARMUP, MEASURED = 2, 10  # steps skipped (first-call costs), then steps timed
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.first = run.progress.step
+        self.started_at: float | None = None  # progress.elapsed after the warm-up steps
+
+    def after_step(self, bar: tqdm) -> None:
+        p, budget = self.run.progress, self.run.cfg.train
+        done = p.step - self.first
+        if done == self.WARMUP:
+            self.started_at = p.elapsed
+        if self.started_at is None or done != self.WARMUP + self.MEASURED:
+            return
+        per_step = (p.elapsed - self.started_at) / self.MEASURED
+        message = f"estimate: {per_step:.2f} s a step on this machine"
+        if budget.max_steps:
+            left = max(0, budget.max_steps - p.step)
+            seconds = left * per_step
+            if budget.max_minutes:
+                seconds = min(seconds, max(0.0, 60 * budget.max_minutes - p.elapsed))
+            message += f", about {_clock(seconds)} for the {left:,} step{'s' * (left != 1)} left"
+        elif budget.max_minutes:
+            steps = max(0.0, 60 * budget.max_minutes - p.elapsed) / max(per_step, 1e-9)
+            message += f", about {steps:,.0f} more steps in the time budget"
+        _say(message + " (validation not counted)", bar)
+
+
+def _clock(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    if minutes >= 60:
+        return f"{minutes // 60} h {minutes % 60:02d} min"
+    return f"{minutes} min" if minutes else f"{round(seconds)} s"
 
 
 def _log_train(run: Run, bar: tqdm, lr: float, seconds: float, show_progress: bool) -> None:

@@ -67,19 +67,31 @@ def reinforce_loss(
     return loss
 
 
-def batch_loss(model, batch, cfg: Config, ctx, progress: Progress) -> tuple[torch.Tensor, dict]:
+def batch_loss(
+    model,
+    batch,
+    cfg: Config,
+    ctx,
+    progress: Progress,
+    *,
+    autocast_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, dict]:
     """Cross-entropy over the target tokens (plus REINFORCE terms for hard attention).
 
     The sum over this process's tokens is divided by the token count of the *global* batch
     (all processes) times the world size, because DDP averages gradients over processes:
     the gradient is then exactly that of one process seeing the whole global batch.
+    `autocast_dtype` is the resolved precision (`attnmt.devices.Precision`); without it an
+    explicit `train.precision: bf16` autocasts and anything else runs in fp32.
 
     Shapes:
         batch.src (B, S), batch.tgt_in / tgt_out / tgt_mask (B, T); logits (B, T, V)
     """
-    precision = torch.bfloat16 if cfg.train.precision == "bf16" else None
+    dtype = autocast_dtype
+    if dtype is None and cfg.train.precision == "bf16":
+        dtype = torch.bfloat16
     device_type = batch.src.device.type
-    with torch.autocast(device_type, dtype=precision or torch.float32, enabled=bool(precision)):
+    with torch.autocast(device_type, dtype=dtype or torch.float32, enabled=dtype is not None):
         out = model(batch.src, batch.src_mask, batch.tgt_in)
     logits = out.logits.float()
     vocab = logits.size(-1)

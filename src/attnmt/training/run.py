@@ -28,7 +28,13 @@ from attnmt.checkpoint import (
 )
 from attnmt.config import Config, save_config, to_dict
 from attnmt.data import TokenBatcher, load_vocab, prepare
-from attnmt.devices import pick_device
+from attnmt.devices import (
+    NOTABLE_FLAGS,
+    choose_precision,
+    cpu_flags,
+    cpu_model,
+    pick_device,
+)
 from attnmt.errors import CheckpointError, UserError
 from attnmt.models import build_model
 from attnmt.training import distributed
@@ -97,6 +103,17 @@ class Run:
         if self.device.type == "cuda":
             self.device = torch.device("cuda", self.ctx.local_rank)
             torch.cuda.set_device(self.device)
+        self.precision = choose_precision(cfg.train.precision, self.device, cfg.model.name)
+        # Saved in every checkpoint: the figures of a run say on what they were measured.
+        self.hardware = {
+            "device": str(self.device),
+            "precision": self.precision.name,
+            "precision_reason": self.precision.reason,
+            "cpu": cpu_model(),
+            "cpu_flags": sorted(cpu_flags() & NOTABLE_FLAGS),
+            "torch": torch.__version__,
+            "processes": self.ctx.world_size,
+        }
         self.run_dir = Path(cfg.train.run_dir)
         metric = cfg.train.early_stopping_metric
         self.checkpoints = CheckpointManager(
@@ -234,6 +251,7 @@ class Run:
             "progress": vars(self.progress),
             "python_rng": python_rng,
             "vocab_sizes": [self.data.vocab.src_vocab_size, self.data.vocab.tgt_vocab_size],
+            "hardware": self.hardware,
         }
         tensors = {f"rng_torch.{rank}": rng for rank, rng in enumerate(torch_rng)}
         tensors.update({f"rng_cuda.{r}": rng for r, rng in enumerate(cuda_rng) if rng is not None})

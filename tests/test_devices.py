@@ -1,0 +1,127 @@
+"""Device and precision choice with the hardware facts faked: CUDA, Apple mps, AMX,
+AVX512-BF16 or AVX2 only, present or not. The defaults must never assume the build machine."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnmt import devices
+from attnmt.devices import choose_precision, native_bf16, pick_device
+from attnmt.errors import UserError
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def hardware(monkeypatch):
+    """Fake hardware: set `cuda`, `cuda_bf16`, `mps`, `amx`, `avx512_bf16` and `flags`."""
+
+    class Facts:
+        cuda = False
+        cuda_bf16 = False
+        mps = False
+        amx = False
+        avx512_bf16 = False
+        flags: frozenset[str] = frozenset({"avx2", "fma"})
+
+    facts = Facts()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: facts.cuda)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: facts.cuda_bf16)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Fake GPU")
+    monkeypatch.setattr(devices, "mps_available", lambda: facts.mps)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: facts.amx, raising=False)
+    monkeypatch.setattr(
+        torch.cpu, "_is_avx512_bf16_supported", lambda: facts.avx512_bf16, raising=False
+    )
+    monkeypatch.setattr(devices, "cpu_flags", lambda: facts.flags)
+    return facts
+
+
+@pytest.mark.parametrize(
+    ("cuda", "mps", "expected"),
+    [(True, True, "cuda"), (False, True, "mps"), (False, False, "cpu"), (True, False, "cuda")],
+)
+def test_auto_device_is_cuda_then_mps_then_cpu(hardware, cuda, mps, expected):
+    hardware.cuda, hardware.mps = cuda, mps
+    assert pick_device("auto").type == expected
+
+
+def test_an_explicit_device_that_is_missing_is_a_clear_error(hardware):
+    with pytest.raises(UserError, match="'cuda' but no GPU is visible"):
+        pick_device("cuda")
+    with pytest.raises(UserError, match="--device is 'mps' but"):
+        pick_device("mps", option="--device")
+    with pytest.raises(UserError, match="must be one of auto, cpu, cuda, mps"):
+        pick_device("tpu")
+
+
+def test_cuda_keeps_the_local_rank(hardware):
+    hardware.cuda = True
+    assert pick_device("auto", local_rank=1) == torch.device("cuda", 1)
+
+
+@pytest.mark.parametrize(
+    ("amx", "avx512_bf16", "flags", "native"),
+    [
+        (True, False, {"avx2"}, True),  # torch reports AMX
+        (False, True, {"avx2"}, True),  # torch reports AVX512-BF16
+        (False, False, {"avx2", "amx_bf16"}, True),  # only the kernel's flags say so
+        (False, False, {"avx2", "avx512f"}, False),  # AVX-512 without BF16
+        (False, False, {"avx2", "fma"}, False),  # an AMD EPYC / most laptops
+    ],
+)
+def test_native_bf16_on_the_cpu_comes_from_torch_and_the_flags(
+    hardware, amx, avx512_bf16, flags, native
+):
+    hardware.amx, hardware.avx512_bf16, hardware.flags = amx, avx512_bf16, frozenset(flags)
+    assert native_bf16(CPU)[0] is native
+
+
+def test_auto_is_bf16_only_where_native_and_measured_faster(hardware):
+    assert choose_precision("auto", CPU, "transformer").name == "fp32"  # AVX2 only
+    hardware.amx = True
+    chosen = choose_precision("auto", CPU, "transformer")
+    assert chosen.name == "bf16" and chosen.autocast_dtype is torch.bfloat16
+    assert "AMX" in chosen.reason
+    # Recurrent models ran slower under bf16 even with AMX: fp32, saying why.
+    for family in ("rnnsearch", "luong"):
+        chosen = choose_precision("auto", CPU, family)
+        assert chosen.name == "fp32" and "slower" in chosen.reason
+
+
+def test_auto_on_cuda_follows_the_gpu(hardware):
+    hardware.cuda = True
+    cuda = torch.device("cuda", 0)
+    assert choose_precision("auto", cuda, "transformer").name == "fp32"
+    hardware.cuda_bf16 = True
+    assert choose_precision("auto", cuda, "transformer").name == "bf16"
+    assert choose_precision("auto", torch.device("mps"), "transformer").name == "fp32"
+
+
+def test_explicit_bf16_without_native_support_trains_but_warns(hardware):
+    chosen = choose_precision("bf16", CPU, "transformer")
+    assert chosen.name == "bf16"
+    assert "emulated" in chosen.warning and "train.precision=auto" in chosen.warning
+    hardware.amx = True
+    assert choose_precision("bf16", CPU, "rnnsearch").warning is None
+
+
+def test_fp32_is_fp32_everywhere(hardware):
+    hardware.amx = hardware.cuda = hardware.cuda_bf16 = True
+    chosen = choose_precision("fp32", CPU, "transformer")
+    assert chosen.name == "fp32" and chosen.autocast_dtype is None and chosen.warning is None
+
+
+def test_no_shipped_config_selects_bf16_on_a_cpu_without_native_bf16(hardware):
+    from pathlib import Path
+
+    from attnmt.config import load_config
+
+    configs = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+    assert configs
+    for path in configs:
+        cfg = load_config(path)
+        chosen = choose_precision(cfg.train.precision, CPU, cfg.model.name)
+        assert chosen.name == "fp32", path.name
+        assert cfg.train.max_steps > 0 and not cfg.train.max_minutes, path.name  # steps

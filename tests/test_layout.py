@@ -1,0 +1,141 @@
+"""The package's map stays readable: no import circles, nothing imports the commands,
+imports at the top of modules, and no file grows past ~450 lines (STYLE.md, DESIGN.md)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attnmt"
+MAX_LINES = 450
+# Imports inside functions, each lazy on purpose (the reason is in a comment beside it).
+LAZY_IMPORTS = {
+    ("attnmt.training.run", "torch.utils.tensorboard"),  # an optional dependency
+    # Loading a config stays free of torch; model checks import it when they run.
+    ("attnmt.config.checks", "torch"),
+    ("attnmt.config.checks", "attnmt.attention"),
+    ("attnmt.config.checks", "attnmt.devices"),
+    ("attnmt.config.checks", "attnmt.data.alignments"),
+    # `attnmt data list` reads the corpus database without torch and sentencepiece.
+    ("attnmt.cli.data", "attnmt.data.preparation"),
+    ("attnmt.cli.data", "attnmt.data.alignments"),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports(path: Path) -> tuple[list[str], list[str]]:
+    """(attnmt modules imported at the top, modules imported inside functions)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {id(n) for node in ast.walk(tree) if _type_checking(node) for n in ast.walk(node)}
+    top_level = {id(node) for node in tree.body}
+    top, nested = [], []
+    for node in ast.walk(tree):
+        if id(node) in skipped or not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            # `from package import submodule` depends on the submodule, not the package.
+            names = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names
+            ]
+        (top if id(node) in top_level else nested).extend(names)
+    return [n for n in top if n.startswith("attnmt")], nested
+
+
+GRAPH = {name: sorted(set(imports(path)[0])) for name, path in MODULES.items()}
+
+
+def test_the_layout_has_its_rooms():
+    for package in ("attention", "data", "models", "training", "inference", "cli"):
+        assert f"attnmt.{package}" in MODULES, package
+    for module in ("metrics", "plotting", "config", "errors", "checkpoint", "devices", "report"):
+        assert f"attnmt.{module}" in MODULES, module
+
+
+def test_every_command_is_cli_slash_its_name():
+    from attnmt.cli import COMMANDS
+
+    for command in COMMANDS:
+        assert f"attnmt.cli.{command}" in MODULES, command
+
+
+def test_nothing_outside_cli_imports_cli():
+    offenders = {
+        name: [m for m in deps if m == "attnmt.cli" or m.startswith("attnmt.cli.")]
+        for name, deps in GRAPH.items()
+        if not (name == "attnmt.cli" or name.startswith("attnmt.cli.") or name == "attnmt.__main__")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_lower_layers_never_import_higher_ones():
+    layers = {
+        "attnmt.attention": ("attnmt.models", "attnmt.training", "attnmt.inference"),
+        "attnmt.models": ("attnmt.training", "attnmt.inference"),
+        "attnmt.data": ("attnmt.models", "attnmt.training", "attnmt.inference"),
+        "attnmt.inference": ("attnmt.training",),
+    }
+    for low, highs in layers.items():
+        for name, deps in GRAPH.items():
+            if name == low or name.startswith(low + "."):
+                bad = [d for d in deps if any(d == h or d.startswith(h + ".") for h in highs)]
+                assert not bad, f"{name} imports {bad}"
+
+
+def test_the_import_graph_has_no_circle():
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in GRAPH.get(node, []):
+            if dep not in GRAPH:
+                continue
+            if state.get(dep) == 1:
+                circle = [*path[path.index(dep) :], dep] if dep in path else [node, dep]
+                pytest.fail("import circle: " + " -> ".join(circle))
+            if dep not in state:
+                visit(dep, [*path, dep])
+        state[node] = 2
+
+    for name in GRAPH:
+        if name not in state:
+            visit(name, [name])
+
+
+def test_imports_are_at_the_top_except_where_laziness_is_the_point():
+    nested = {(name, imported) for name, path in MODULES.items() for imported in imports(path)[1]}
+    assert nested <= LAZY_IMPORTS, sorted(nested - LAZY_IMPORTS)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_file_is_over_450_lines(name):
+    lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines; split it by concept"
+
+
+def test_the_special_token_ids_are_defined_once():
+    definitions = [
+        name
+        for name, path in MODULES.items()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        for element in (target.elts if isinstance(target, ast.Tuple) else [target])
+        if isinstance(element, ast.Name) and element.id in {"PAD", "UNK", "BOS", "EOS"}
+    ]
+    assert definitions == ["attnmt.data.vocab"] * 4

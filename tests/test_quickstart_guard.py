@@ -1,0 +1,80 @@
+"""The main job guards its own result, and the same step budget gives the same numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attnmt.cli import main
+from attnmt.inference import collapsed
+
+pytestmark = pytest.mark.slow
+
+TINY = [
+    "train.validate_every=3",
+    "train.valid_sentences=5",
+    "data.max_words=6",
+    "data.vocab_size=300",
+    "model.hidden_size=16",
+    "model.embed_size=16",
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("quickstart-cache")
+
+
+def quickstart(run_dir: Path, cache: Path, *extra: str) -> list[str]:
+    args = ["quickstart", "--beam", "2", "--examples", "2", *extra]
+    for item in [*TINY, "train.max_steps=3", f"train.run_dir={run_dir}"]:
+        args += ["--set", item]
+    return [*args, "--set", f"data.cache_dir={cache}"]
+
+
+def test_a_run_far_below_its_expectation_stops_with_the_reason(tmp_path, cache, capsys):
+    run_dir = tmp_path / "run"
+    assert main(quickstart(run_dir, cache)) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()[-1]
+    assert err.startswith("attnmt quickstart: error: the trained model is far below")
+    assert "dev BLEU 0.00 after 3 steps, where 1,600 steps reach" in err
+    assert "a changed config (" in err and "train.max_steps=3" in err
+    assert "--min-dev-bleu 0 skips this check" in err
+    # The run is kept; nothing was evaluated or presented as a result.
+    assert (run_dir / "checkpoints").is_dir() and not (run_dir / "eval").exists()
+    assert "== 5/5 summary" not in captured.out
+
+
+def test_the_same_step_budget_gives_the_same_numbers_twice(tmp_path, cache, capsys):
+    reports, outputs = [], []
+    for name in ("first", "second"):
+        run_dir = tmp_path / name
+        assert main(quickstart(run_dir, cache, "--limit", "12", "--min-dev-bleu", "0")) == 0
+        report = json.loads((run_dir / "eval" / "test-beam2.json").read_text(encoding="utf-8"))
+        reports.append({k: report[k] for k in ("bleu", "chrf", "bleu_by_length", "step")})
+        outputs.append((run_dir / "quickstart" / "output.txt").read_text(encoding="utf-8"))
+        metrics = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        assert any(json.loads(line)["type"] == "valid" for line in metrics)
+    assert reports[0] == reports[1] and reports[0]["step"] == 3
+    assert outputs[0] == outputs[1]
+    assert "test (12 verses, 3 references)" in capsys.readouterr().out
+
+
+def test_an_alignment_that_says_nothing_is_called_collapsed():
+    every_word_on_the_full_stop = {(7, j) for j in range(7)}
+    assert collapsed(every_word_on_the_full_stop, 7)
+    assert not collapsed({(0, 0), (1, 1), (2, 2), (3, 3)}, 4)
+    assert collapsed({(0, 0), (0, 1), (0, 2), (3, 3)}, 4)  # 3 of 4 words on one source word
+    assert not collapsed({(0, 0), (0, 1)}, 2)  # too short to tell
+    assert not collapsed(set(), 5)  # nothing predicted is not a collapse
+
+
+def test_the_summary_leaves_a_collapsed_alignment_out():
+    from attnmt.cli.quickstart import _shown_alignment  # the printing is the command's
+
+    shown = _shown_alignment("7-0 7-1 7-2 7-3 7-4 7-5 7-6", "Ils à l'Éternel, à l'Éternel, à .")
+    assert shown.startswith("(left out: most words are linked to one source word")
+    assert _shown_alignment("0-0 1-1 2-2", "Au commencement était") == "0-0 1-1 2-2"
