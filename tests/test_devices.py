@@ -27,7 +27,11 @@ def hardware(monkeypatch):
 
     facts = Facts()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: facts.cuda)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: facts.cuda_bf16)
+
+    def is_bf16_supported(including_emulation: bool = True) -> bool:
+        return facts.cuda_bf16 or (including_emulation and facts.cuda)  # as torch does
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Fake GPU")
     monkeypatch.setattr(devices, "mps_available", lambda: facts.mps)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: facts.amx, raising=False)

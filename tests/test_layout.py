@@ -1,5 +1,5 @@
-"""The package's map stays readable: no import circles, nothing imports the commands,
-imports at the top of modules, and no file grows past ~450 lines (STYLE.md, DESIGN.md)."""
+"""The package's map stays readable (README.md, "Layout"): no import circles, nothing
+imports the commands, imports at the top of modules, no file past ~450 lines."""
 
 from __future__ import annotations
 

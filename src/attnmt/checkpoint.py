@@ -98,7 +98,14 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _umask() -> int:
-    """The process's umask (reading it means setting it: put straight back)."""
+    """The process's umask: from /proc where Linux shows it, else by setting it and putting
+    it straight back (the only portable way to read it)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

@@ -115,7 +115,7 @@ def cpu_model() -> str:
 def native_bf16(device: torch.device) -> tuple[bool, str]:
     """Whether `device` runs bf16 matrix products natively, and what says so."""
     if device.type == "cuda":
-        if torch.cuda.is_bf16_supported():
+        if _cuda_native_bf16():
             return True, f"{torch.cuda.get_device_name(device)} supports bf16"
         return False, f"{torch.cuda.get_device_name(device)} has no native bf16"
     if device.type == "mps":
@@ -130,6 +130,14 @@ def native_bf16(device: torch.device) -> tuple[bool, str]:
         return True, "the CPU has AVX512-BF16"
     best = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     return False, f"the CPU has no AMX or AVX512-BF16 ({best} only)"
+
+
+def _cuda_native_bf16() -> bool:
+    """bf16 in hardware (Ampere and later); torch's default check also counts emulation."""
+    try:
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    except TypeError:  # an older torch without the argument: it reports hardware only
+        return bool(torch.cuda.is_bf16_supported())
 
 
 def _torch_cpu_check(name: str) -> bool:

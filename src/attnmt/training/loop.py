@@ -192,6 +192,7 @@ def _train_step(run: Run, batches: Iterator, ctrl_c: _CtrlC, bar: tqdm) -> float
         run.ddp, batch, cfg, ctx, p, autocast_dtype=run.precision.autocast_dtype
     )
     finite, nll_sum, tokens = _step_totals(loss, stats, ctx)
+    what = "loss"
     if finite:
         loss.backward()
         # The gradient norm, clipped where asked (an infinite limit leaves it as it is): a
@@ -199,14 +200,16 @@ def _train_step(run: Run, batches: Iterator, ctrl_c: _CtrlC, bar: tqdm) -> float
         limit = cfg.train.clip_norm if cfg.train.clip_norm > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), limit)
         finite = bool(torch.isfinite(norm))
+        what = "gradient (the loss was finite)"
     if not finite:
         ctrl_c.rewind_to = None  # skipped for good, as it would be without a Ctrl-C
         p.nonfinite_in_a_row += 1
-        _say(f"warning: non-finite loss at step {p.step + 1}; batch skipped", bar)
+        _say(f"warning: non-finite {what} at step {p.step + 1}; batch skipped", bar)
         if p.nonfinite_in_a_row >= cfg.train.max_nonfinite:
             bar.close()
             raise UserError(
-                f"training stopped: {p.nonfinite_in_a_row} non-finite losses in a row at step "
+                f"training stopped: {p.nonfinite_in_a_row} non-finite losses or gradients in a "
+                f"row at step "
                 f"{p.step + 1}; lower train.lr or use train.precision=fp32 (the last good "
                 f"checkpoint is kept in {run.run_dir / 'checkpoints'})"
             )

@@ -51,7 +51,7 @@ def reinforce_loss(
         attn_entropy: entropy H[s_t] of each step's attention distribution, or None (no
             entropy bonus).
         reward: R = log p(y | x, s̃), the target sentence's log-likelihood.
-        baseline: the moving-average baseline b (`MovingAverageBaseline.value`).
+        baseline: the moving-average baseline b (`Progress.baseline`, b ← 0.9 b + 0.1 mean(R)).
         tgt_mask: True at real target tokens (steps past a sentence's end are ignored).
         entropy_weight: λ_e.
 
