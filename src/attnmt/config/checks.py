@@ -157,21 +157,27 @@ def check_model(cfg: ModelConfig) -> None:
         # built on the meta device, so no memory is allocated.
         try:
             with torch.device("meta"):
-                attention.build(
-                    cfg.attention,
-                    query_dim=cfg.hidden_size,
-                    key_dim=KEY_WIDTHS[cfg.name] * cfg.hidden_size,
-                    hidden_dim=cfg.hidden_size,
-                    scope=cfg.scope,
-                    window=cfg.window,
-                    mode=cfg.mode,
-                    max_source_len=cfg.max_source_len,
-                )
+                key_dim = KEY_WIDTHS[cfg.name] * cfg.hidden_size
+                attention.build(**attention_options(cfg, cfg.hidden_size, key_dim))
         except ValueError as err:
             raise ConfigError(
                 f"model.attention={cfg.attention!r} cannot be used with "
                 f"model.name={cfg.name!r}: {err}"
             ) from None
+
+
+def attention_options(cfg: ModelConfig, query_dim: int, key_dim: int) -> dict[str, Any]:
+    """The arguments of `attnmt.attention.build` for a model config's attention."""
+    return {
+        "score": cfg.attention,
+        "query_dim": query_dim,
+        "key_dim": key_dim,
+        "hidden_dim": cfg.hidden_size,
+        "scope": cfg.scope,
+        "window": cfg.window,
+        "mode": cfg.mode,
+        "max_source_len": cfg.max_source_len,
+    }
 
 
 def check_data(cfg: DataConfig) -> None:

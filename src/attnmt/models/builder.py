@@ -11,7 +11,7 @@ in code.
 from __future__ import annotations
 
 from attnmt import attention
-from attnmt.config import KEY_WIDTHS, MODELS, ModelConfig, check_model
+from attnmt.config import KEY_WIDTHS, MODELS, ModelConfig, attention_options, check_model
 from attnmt.errors import ConfigError
 from attnmt.models.base import Seq2Seq
 from attnmt.models.luong import LuongNMT
@@ -27,16 +27,7 @@ def model_names() -> list[str]:
 
 def _attention(cfg: ModelConfig, query_dim: int, key_dim: int) -> attention.Attention:
     try:
-        return attention.build(
-            cfg.attention,
-            query_dim=query_dim,
-            key_dim=key_dim,
-            hidden_dim=cfg.hidden_size,
-            scope=cfg.scope,
-            window=cfg.window,
-            mode=cfg.mode,
-            max_source_len=cfg.max_source_len,
-        )
+        return attention.build(**attention_options(cfg, query_dim, key_dim))
     except ValueError as err:
         raise ConfigError(
             f"model.attention={cfg.attention!r} cannot be used with model.name={cfg.name!r}: {err}"
