@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "evaluate": "BLEU, chrF, BLEU by length and AER of a run on a split",
     "plot": "draw the attention of chosen sentences, or redraw saved plots",
     "compare": "one table and one BLEU-by-length plot for several runs",
+    "serve": "an HTTP translation API and a page that shows the attention",
 }
 
 

@@ -1,0 +1,254 @@
+"""The FastAPI application of `attnmt serve` (docs/serving.md).
+
+    decoders = {"quickstart": RunDecoder("quickstart", load_run("runs/quickstart"), settings)}
+    app = create_app(decoders, settings)        # then uvicorn.run(app, ...)
+
+Routes: `GET /` (the attention explorer page), `GET /api/health`, `GET /api/models`,
+`GET /api/model?model=NAME`, `POST /api/translate`; FastAPI's own `/openapi.json` and
+`/docs`. Every error is JSON `{"detail": "one sentence"}` with its status: 401 (API key),
+404 (no such model), 413 (body or line count over the limit), 422 (malformed JSON, a field
+of the wrong type or unknown), 503 with Retry-After (queue full), 504 (waited too long).
+No route reads or writes a file a client names: the page is read once, at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+from contextlib import asynccontextmanager
+from importlib.resources import files
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
+
+from attnmt.errors import UserError
+from attnmt.serve.decoding import RunDecoder, Settings
+from attnmt.serve.schemas import (
+    ErrorBody,
+    Health,
+    ModelInfo,
+    ModelList,
+    QueueState,
+    TranslateRequest,
+    TranslateResponse,
+)
+from attnmt.serve.worker import ModelWorker, Options, QueueFullError
+
+API_KEY_ENV = "ATTNMT_API_KEY"
+# The two ways to send the key (module level: FastAPI reads the annotations that use them).
+BEARER = HTTPBearer(auto_error=False, description="the server's --api-key")
+KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False)
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class InvalidBody(BaseModel):
+    detail: str
+    errors: list[FieldError]
+
+
+ERRORS = {
+    401: {"model": ErrorBody, "description": "the API key is missing or wrong"},
+    404: {"model": ErrorBody, "description": "no served model has that name"},
+    413: {"model": ErrorBody, "description": "the body or the number of lines is over the limit"},
+    422: {"model": InvalidBody, "description": "malformed JSON, or a field wrong or unknown"},
+    503: {"model": ErrorBody, "description": "the queue is full: retry after Retry-After s"},
+    504: {"model": ErrorBody, "description": "the request waited longer than the timeout"},
+}
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is answered 413 unread.
+
+    The declared Content-Length is checked first; a body without one (chunked) is counted
+    as it arrives, so at most `limit` bytes are ever held.
+    """
+
+    def __init__(self, app, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(send, f"the request body is {int(declared):,} bytes")
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left before the body ended
+                return
+            size += len(message.get("body", b""))
+            if size > self.limit:
+                await self._refuse(send, f"the request body is over {self.limit:,} bytes")
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body, replayed = b"".join(chunks), False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send, what: str) -> None:
+        detail = f"{what}; this server takes at most {self.limit:,} (--max-body-bytes)"
+        response = JSONResponse({"detail": detail}, status_code=413)
+        await response({"type": "http"}, None, send)
+
+
+def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
+    """The application serving `decoders` (name -> run), the first one by default."""
+    if not decoders:
+        raise ValueError("create_app needs at least one run to serve")
+    workers = {
+        name: ModelWorker(
+            name, decoder, capacity=settings.queue_size, batch_lines=settings.batch_lines
+        )
+        for name, decoder in decoders.items()
+    }
+    infos = {name: decoder.info() for name, decoder in decoders.items()}
+    page = files("attnmt.serve").joinpath("explorer.html").read_text(encoding="utf-8")
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        for worker in workers.values():
+            worker.start()
+        try:
+            yield
+        finally:
+            for worker in workers.values():
+                worker.stop()
+
+    app = FastAPI(
+        title="attnmt",
+        summary="Translate with trained attnmt runs and see their attention",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.state.workers = workers
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            FieldError(
+                field=".".join(str(p) for p in e["loc"] if p != "body") or "body", message=e["msg"]
+            )
+            for e in exc.errors()
+        ]
+        detail = "; ".join(f"{e.field}: {e.message}" for e in errors)
+        return JSONResponse(InvalidBody(detail=detail, errors=errors).model_dump(), status_code=422)
+
+    def authorised(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
+        key: Annotated[str | None, Depends(KEY_HEADER)],
+    ) -> None:
+        if settings.api_key is None:
+            return
+        given = key if key is not None else (credentials.credentials if credentials else "")
+        if not secrets.compare_digest(given.encode(), settings.api_key.encode()):
+            raise HTTPException(
+                401,
+                "this server needs its API key: send 'Authorization: Bearer KEY' or "
+                "'X-API-Key: KEY'",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    api = [Depends(authorised)]
+
+    def decoder_named(name: str | None) -> str:
+        if name is None:
+            return next(iter(decoders))
+        if name not in decoders:
+            served = ", ".join(decoders)
+            raise HTTPException(404, f"no model named {name!r} is served; served: {served}")
+        return name
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def explorer() -> HTMLResponse:
+        return HTMLResponse(page)
+
+    @app.get("/api/health", response_model=Health, dependencies=api, responses=ERRORS)
+    async def health() -> Health:
+        return Health(
+            status="ok",
+            models={
+                name: QueueState(waiting=w.waiting, capacity=w.capacity)
+                for name, w in workers.items()
+            },
+        )
+
+    @app.get("/api/models", response_model=ModelList, dependencies=api, responses=ERRORS)
+    async def models() -> ModelList:
+        return ModelList(models=list(infos.values()))
+
+    @app.get("/api/model", response_model=ModelInfo, dependencies=api, responses=ERRORS)
+    async def model(
+        name: Annotated[
+            str | None, Query(alias="model", description="a served run; the first if left out")
+        ] = None,
+    ) -> ModelInfo:
+        return infos[decoder_named(name)]
+
+    @app.post(
+        "/api/translate", response_model=TranslateResponse, dependencies=api, responses=ERRORS
+    )
+    async def translate(body: TranslateRequest, request: Request) -> TranslateResponse | Response:
+        name = decoder_named(body.model)
+        decoder, worker = decoders[name], workers[name]
+        lines = [body.text] if body.text is not None else list(body.lines or [])
+        if len(lines) > settings.max_lines:
+            raise HTTPException(
+                413,
+                f"the request has {len(lines):,} lines; this server translates at most "
+                f"{settings.max_lines:,} per request (--max-lines)",
+            )
+        if not decoder.has_attention and (body.alignments or body.weights):
+            raise HTTPException(
+                422,
+                f"model {name!r} ({infos[name].model}) has no attention, so it has no "
+                "alignments or weights; leave out 'alignments' and 'weights'",
+            )
+        beam = body.beam if body.beam is not None else settings.beam
+        alignments = decoder.has_attention if body.alignments is None else body.alignments
+        options = Options(beam=beam, alignments=alignments, weights=body.weights)
+        try:
+            results = await worker.run(
+                lines, options, timeout=settings.timeout, disconnected=request.is_disconnected
+            )
+        except QueueFullError:
+            retry = max(1, min(60, math.ceil(worker.waiting * worker.seconds_per_job)))
+            raise HTTPException(
+                503,
+                f"model {name!r} has {worker.capacity} requests waiting already "
+                f"(--queue-size); retry in {retry} s",
+                headers={"Retry-After": str(retry)},
+            ) from None
+        except TimeoutError:
+            raise HTTPException(
+                504,
+                f"the request waited more than {settings.timeout:g} s (--timeout); send fewer "
+                "lines, or retry when the server is less busy",
+            ) from None
+        except asyncio.CancelledError:  # the client left; nobody reads this answer
+            return Response(status_code=499)
+        except UserError as err:
+            raise HTTPException(422, str(err)) from None
+        return TranslateResponse(model=name, beam=beam, translations=results)
+
+    return app

@@ -1,0 +1,228 @@
+"""A served run: what it is (`ModelInfo`) and how its lines become `LineResult`s.
+
+The decoding is the library's `Translator` (attnmt.inference), the one `attnmt translate`
+uses; this module only checks each line, picks the attention maps a client asked for and
+shapes the answer. A bad line is answered on its own (`error`), never failing the others.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from attnmt.data.alignments import format_pharaoh
+from attnmt.inference import LoadedRun, Sentence, Translator
+from attnmt.inference.alignment import source_words, target_words, word_view
+from attnmt.inference.attention_maps import (
+    AttentionChoice,
+    labels,
+    select,
+    transformer_choice,
+)
+from attnmt.serve.schemas import (
+    MAX_BEAM,
+    AttentionInfo,
+    AttentionMap,
+    BestDev,
+    Limits,
+    LineResult,
+    ModelInfo,
+)
+from attnmt.serve.worker import Options
+
+DIGITS = 5  # decimals of the weights in answers
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The server's limits and defaults (the `attnmt serve` flags)."""
+
+    beam: int = 1
+    max_body_bytes: int = 1 << 20
+    max_lines: int = 256
+    max_line_chars: int = 2000
+    queue_size: int = 64
+    batch_lines: int = 64
+    timeout: float = 60.0
+    api_key: str | None = None
+
+
+def clean_line(line: str, max_chars: int) -> tuple[str, str | None]:
+    """The line as the model reads it, and why it cannot be translated (None if it can).
+
+    Control characters (NUL included) count as spaces, as line breaks do. A lone surrogate
+    (invalid Unicode that JSON can still spell, "\\ud800") makes the line an error; the
+    echoed line shows U+FFFD in its place so the answer stays valid UTF-8.
+    """
+    chars = [" " if unicodedata.category(c) == "Cc" else c for c in line]
+    if any(unicodedata.category(c) == "Cs" for c in chars):
+        shown = "".join("\ufffd" if unicodedata.category(c) == "Cs" else c for c in chars)
+        bad = next(c for c in chars if unicodedata.category(c) == "Cs")
+        return " ".join(shown.split()), (
+            f"the line holds U+{ord(bad):04X}, a lone surrogate, which is not valid Unicode; "
+            "send the text as UTF-8"
+        )
+    text = " ".join("".join(chars).split())
+    if len(text) > max_chars:
+        return text[:max_chars], (
+            f"the line has {len(text):,} characters; this server translates at most "
+            f"{max_chars:,} per line (--max-line-chars)"
+        )
+    return text, None
+
+
+class RunDecoder:
+    """Translate lines with one loaded run; one `Translator` per beam size, made on use."""
+
+    def __init__(self, name: str, loaded: LoadedRun, settings: Settings) -> None:
+        self.name = name
+        self.loaded = loaded
+        self.settings = settings
+        self.has_attention = bool(getattr(loaded.model, "uses_attention", True))
+        self._translators: dict[int, Translator] = {}
+        self.transformer = loaded.cfg.model.name == "transformer"
+        self.default = self._translator(settings.beam).choice
+
+    def _translator(self, beam: int) -> Translator:
+        if beam not in self._translators:
+            self._translators[beam] = Translator(
+                self.loaded, beam=beam, need_weights=self.has_attention
+            )
+        return self._translators[beam]
+
+    # --- what the run is -----------------------------------------------------------------
+
+    def info(self) -> ModelInfo:
+        cfg, loaded = self.loaded.cfg, self.loaded
+        attention = None
+        if self.has_attention and not self.transformer:
+            local = cfg.model.scope != "global"
+            attention = AttentionInfo(
+                score=cfg.model.attention,
+                scope=cfg.model.scope,
+                mode=cfg.model.mode,
+                window=cfg.model.window if local else None,
+            )
+        return ModelInfo(
+            name=self.name,
+            model=cfg.model.name,
+            attention=attention,
+            has_attention=self.has_attention,
+            layers=cfg.model.layers,
+            heads=cfg.model.heads if self.transformer else None,
+            source_language=_side(cfg.data, "src"),
+            target_language=_side(cfg.data, "tgt"),
+            parameters=sum(p.numel() for p in loaded.model.parameters()),
+            step=loaded.step,
+            checkpoint=loaded.checkpoint.name,
+            best_dev=_best_dev(loaded),
+            beam=self.settings.beam,
+            limits=Limits(
+                max_body_bytes=self.settings.max_body_bytes,
+                max_lines=self.settings.max_lines,
+                max_line_chars=self.settings.max_line_chars,
+                max_source_tokens=self._translator(self.settings.beam).limit,
+                max_beam=MAX_BEAM,
+            ),
+        )
+
+    # --- translating ---------------------------------------------------------------------
+
+    def __call__(self, lines: Sequence[str], options: Options) -> list[LineResult]:
+        translator = self._translator(options.beam)
+        cleaned = [clean_line(line, self.settings.max_line_chars) for line in lines]
+        good = [i for i, (_, error) in enumerate(cleaned) if error is None]
+        sentences = translator.translate([cleaned[i][0] for i in good])
+        results = [
+            LineResult(line=n + 1, source=text, translation="", error=error)
+            for n, (text, error) in enumerate(cleaned)
+        ]
+        for i, sentence in zip(good, sentences, strict=True):
+            results[i] = self._result(translator, sentence, options, line=i + 1)
+        return results
+
+    def _result(
+        self, translator: Translator, sentence: Sentence, options: Options, *, line: int
+    ) -> LineResult:
+        done = sentence.translation
+        result = LineResult(line=line, source=sentence.source, translation="")
+        if done is None:  # an empty line: empty in, empty out
+            return result
+        vocab = translator.vocab
+        result.translation = done.text
+        result.truncated = sentence.truncated
+        result.score = round(done.score, DIGITS)
+        result.log_prob = round(done.log_prob or 0.0, DIGITS)
+        result.source_pieces = labels(vocab.src, sentence.ids)
+        result.target_pieces = labels(vocab.tgt, done.tokens)
+        if done.weights is None or not (options.alignments or options.weights):
+            return result
+        src = source_words(vocab.src, sentence.source, len(sentence.ids))
+        tgt = target_words(vocab.tgt, done.tokens, done.text)
+        choices = self._choices() if options.weights else [self.default]
+        maps = []
+        for choice in choices:
+            matrix = select(done.weights, choice)
+            view = word_view(matrix, src, tgt)
+            maps.append((choice, matrix, view))
+        default = next(i for i, (choice, _, _) in enumerate(maps) if choice == self.default)
+        _, _, view = maps[default]
+        if options.alignments:
+            result.source_words, result.target_words = view.src_words, view.tgt_words
+            result.links = sorted(view.links)
+            result.alignment = format_pharaoh(view.links)
+        if options.weights:
+            result.attention = [
+                AttentionMap(
+                    layer=choice.layer if choice.transformer else None,
+                    head=choice.head,
+                    name=choice.describe(),
+                    subword=_rounded(matrix),
+                    word=_rounded(view.word_weights),
+                    alignment=format_pharaoh(view.links),
+                )
+                for choice, matrix, view in maps
+            ]
+            result.default_attention = default
+            result.source_words, result.target_words = view.src_words, view.tgt_words
+        return result
+
+    def _choices(self) -> list[AttentionChoice]:
+        """Every map a client can ask for: the RNN's one; each layer's mean, then its heads."""
+        if not self.transformer:
+            return [self.default]
+        layers, heads = self.default.layers, self.default.heads
+        return [
+            transformer_choice(layers, heads, layer=layer, head=head)
+            for layer in range(1, layers + 1)
+            for head in (None, *range(1, heads + 1))
+        ]
+
+
+def _rounded(matrix) -> list[list[float]]:
+    return [[round(float(x), DIGITS) for x in row] for row in matrix]
+
+
+def _side(data, side: str) -> str:
+    """What a side's language is called: the corpus version or suffix, else the task."""
+    if data.corpus in ("bible", "files"):
+        return getattr(data, side)
+    if data.corpus == "alignments":
+        return "grc" if side == "src" else "en"
+    return f"{data.corpus} task" if data.corpus in ("reverse", "copy", "sort") else data.corpus
+
+
+def _best_dev(loaded: LoadedRun) -> BestDev | None:
+    """The best validation of the run (checkpoints/best.json), if it has one."""
+    path = loaded.run_dir / "checkpoints" / "best.json"
+    try:
+        best = json.loads(path.read_text(encoding="utf-8"))
+        return BestDev(
+            metric=loaded.cfg.train.early_stopping_metric,
+            value=float(best["metric"]),
+            step=int(best["step"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

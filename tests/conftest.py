@@ -1,0 +1,50 @@
+"""Tiny trained runs shared by the `attnmt serve` tests (trained once per session, on use)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from attnmt.config import load_config
+from attnmt.training import train
+
+WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "café", "naïve"]
+WORDS += ["Ελληνικά", "λόγος", "Привет", "мир", "שלום", "עולם", "مرحبا", "بالعالم", "🙂", "中文"]
+TINY = [
+    "data.batch_tokens=128",
+    "model.embed_size=8",
+    "model.hidden_size=16",
+    "train.validate_every=1000",
+    "train.valid_sentences=4",
+    "train.log_every=1000",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory):
+    """name -> run directory: "rnn" (RNNsearch on a mixed-script TSV corpus, 80 steps),
+    "tf" (a 2-layer, 2-head Transformer, the same corpus) and "plain" (RNNencdec, no
+    attention)."""
+    root = tmp_path_factory.mktemp("served")
+    rng = random.Random(0)
+    rows = []
+    for _ in range(40):
+        source = [rng.choice(WORDS) for _ in range(rng.randint(1, 7))]
+        rows.append(f"{' '.join(source)}\t{' '.join(reversed(source))}")
+    corpus = root / "corpus.tsv"
+    corpus.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    data = [f"data.cache_dir={root / 'cache'}", "data.corpus=tsv", "data.vocab_size=120"]
+    data += [f"data.{split}_path={corpus}" for split in ("train", "dev", "test")]
+    models = {
+        "rnn": ["train.lr=0.02", "train.max_steps=80"],
+        "tf": [
+            *("model.name=transformer", "model.heads=2", "model.layers=2", "model.ff_size=32"),
+            "train.max_steps=4",
+        ],
+        "plain": ["model.name=rnnencdec", "train.max_steps=2"],
+    }
+    for name, overrides in models.items():
+        config = load_config(None, [*TINY, *data, *overrides, f"train.run_dir={root / name}"])
+        train(config, progress=False)
+    return {name: root / name for name in models}
