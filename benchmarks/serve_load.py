@@ -5,11 +5,12 @@
         --flood 200 --flood-queue 4
 
 Phase 1 starts `attnmt serve RUN` (its default queue) on a free loopback port and sends
-`--clients` concurrent clients x `--requests` requests, each one sentence, weights
-included (what the explorer page asks for). Every answer must be 200: it prints p50/p95
-latency and requests per second, beside the reference measured in the same run: the same
-sentences translated by the library's `Translator` in this process, one call per sentence
-(served / library = what HTTP, JSON and the queue cost, or what batching gains).
+one client's 20 requests in a row, then `--clients` concurrent clients x `--requests`
+requests, each one sentence, weights included (what the explorer page asks for). Every
+answer must be 200: it prints p50/p95 latency and requests per second, beside the
+reference measured in the same run: the same sentences translated by the library's
+`Translator` in this process, one call per sentence (served / library = what HTTP, JSON
+and the queue cost, or what batching gains).
 
 Phase 2 restarts the server with a queue of `--flood-queue` places and sends `--flood`
 clients at once, one request each: the answers must be 200 or 503 with Retry-After (never
@@ -190,6 +191,7 @@ def main() -> int:
     from attnmt.devices import NOTABLE_FLAGS, cpu_flags, cpu_model
 
     reference = library_rate(args.run, SENTENCES * 2)
+    alone = steady(args.run, 1, 2 * len(SENTENCES))
     phase1 = steady(args.run, args.clients, args.requests)
     phase2 = flood(args.run, args.flood, args.flood_queue)
     record = {
@@ -198,6 +200,7 @@ def main() -> int:
         "cpu_flags": sorted(cpu_flags() & NOTABLE_FLAGS),
         "threads": os.environ.get("OMP_NUM_THREADS", "default"),
         "library_sentences_per_s": round(reference, 2),
+        "one_client": alone,
         "steady": phase1,
         "served_over_library": round(phase1["requests_per_s"] / reference, 2),
         "flood": phase2,
@@ -207,7 +210,7 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("a", encoding="utf-8") as file:
         file.write(json.dumps(record) + "\n")
-    ok = phase1["errors"] == 0 and set(phase2["statuses"]) <= {"200", "503"}
+    ok = alone["errors"] == phase1["errors"] == 0 and set(phase2["statuses"]) <= {"200", "503"}
     ok = ok and phase2["every_503_has_retry_after"] and phase2["answers_afterwards"] == [200, 200]
     ok = ok and phase2["tracebacks_in_log"] == 0
     return 0 if ok else 1

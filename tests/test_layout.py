@@ -61,7 +61,7 @@ GRAPH = {name: sorted(set(imports(path)[0])) for name, path in MODULES.items()}
 
 
 def test_the_layout_has_its_rooms():
-    for package in ("attention", "data", "models", "training", "inference", "cli"):
+    for package in ("attention", "data", "models", "training", "inference", "serve", "cli"):
         assert f"attnmt.{package}" in MODULES, package
     for module in ("metrics", "plotting", "config", "errors", "checkpoint", "devices", "report"):
         assert f"attnmt.{module}" in MODULES, module
@@ -88,7 +88,8 @@ def test_lower_layers_never_import_higher_ones():
         "attnmt.attention": ("attnmt.models", "attnmt.training", "attnmt.inference"),
         "attnmt.models": ("attnmt.training", "attnmt.inference"),
         "attnmt.data": ("attnmt.models", "attnmt.training", "attnmt.inference"),
-        "attnmt.inference": ("attnmt.training",),
+        "attnmt.inference": ("attnmt.training", "attnmt.serve"),
+        "attnmt.training": ("attnmt.serve",),
     }
     for low, highs in layers.items():
         for name, deps in GRAPH.items():

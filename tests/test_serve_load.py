@@ -29,6 +29,7 @@ def test_load_and_flood(tiny_runs, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["steady"]["requests"] == 200 and record["steady"]["errors"] == 0
+    assert record["one_client"]["requests"] == 20 and record["one_client"]["errors"] == 0
     assert record["steady"]["p95_ms"] >= record["steady"]["p50_ms"] > 0
     flood = record["flood"]
     assert sum(flood["statuses"].values()) == 200

@@ -211,7 +211,9 @@ def _side(data, side: str) -> str:
         return getattr(data, side)
     if data.corpus == "alignments":
         return "grc" if side == "src" else "en"
-    return f"{data.corpus} task" if data.corpus in ("reverse", "copy", "sort") else data.corpus
+    if data.corpus == "tsv":
+        return "tsv " + ("source" if side == "src" else "target")
+    return f"{data.corpus} task"
 
 
 def _best_dev(loaded: LoadedRun) -> BestDev | None:

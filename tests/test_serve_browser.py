@@ -1,0 +1,149 @@
+"""The explorer page in a real browser: Debian's Chromium, driven by Playwright, against
+`attnmt serve` on loopback with a tiny English->Arabic run trained from the built-in corpus
+and a tiny Transformer beside it (the compare view).
+
+`.ci/run` installs Chromium (`apt-get install chromium`); without it the test is skipped,
+saying so. Screenshots land in the test's temporary directory, or in
+$ATTNMT_SCREENSHOTS when that is set.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from attnmt.config import load_config
+from attnmt.training import train
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    *("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"),
+    *("--disable-component-update", "--no-first-run", "--disable-sync"),
+]
+
+playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install chromium"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def arabic_run(tmp_path_factory):
+    """English -> Arabic (Smith & Van Dyke) from the built-in corpus, trained 150 tiny steps."""
+    root = tmp_path_factory.mktemp("arabic")
+    overrides = [
+        *("data.tgt=ar-svd", "data.vocab_size=800", "data.max_words=12"),
+        *("data.batch_tokens=512", "model.hidden_size=32", "model.embed_size=32"),
+        *("train.max_steps=150", "train.lr=0.005", "train.validate_every=1000"),
+        *("train.valid_sentences=4", "train.log_every=1000"),
+        f"data.cache_dir={root / 'cache'}",
+        f"train.run_dir={root / 'run'}",
+    ]
+    config = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
+    train(load_config(config, overrides), progress=False)
+    return root / "run"
+
+
+@pytest.fixture(scope="module")
+def server(arabic_run, tiny_runs):
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "attnmt", "serve", f"en-ar={arabic_run}"),
+            *(f"tf={tiny_runs['tf']}", "--port", str(port)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/api/health", timeout=2):
+                break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"attnmt serve did not start: {process.communicate()[1]}")
+            time.sleep(0.2)
+    yield base
+    process.terminate()
+    _, err = process.communicate(timeout=30)
+    assert "Traceback" not in err, err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def shots(tmp_path):
+    folder = Path(os.environ.get("ATTNMT_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_type_translate_see_and_hover(server, shots):
+    errors: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("pageerror", lambda err: errors.append(str(err)))
+            page.goto(server)
+            # Two runs served: the compare view, one panel each.
+            page.wait_for_selector("section.panel[data-model='tf']")
+            assert page.locator("section.panel").count() == 2
+            page.fill("#text", "In the beginning was the Word.")
+            page.click("#translate")
+            arabic = page.locator("section.panel[data-model='en-ar']")
+            arabic.locator(".heatmap .cell").first.wait_for()
+            page.locator("section.panel[data-model='tf'] .heatmap .cell").first.wait_for()
+            translation = arabic.locator(".translation")
+            assert translation.inner_text().strip()
+            # Right to left: the browser lays the Arabic output out right to left.
+            direction = translation.evaluate("e => getComputedStyle(e).direction")
+            assert direction == "rtl"
+            # The heatmap has one row per target token and one column per source token.
+            rows = arabic.locator(".heatmap .tgt-label").count()
+            cols = arabic.locator(".heatmap .src-label").count()
+            assert arabic.locator(".heatmap .cell").count() == rows * cols > 0
+            # Hovering a target word colours the source words it attended to.
+            assert arabic.locator(".src-token.hl").count() == 0
+            arabic.locator(".tgt-token").first.hover()
+            assert arabic.locator(".src-token.hl").count() > 0
+            assert arabic.locator(".tgt-token.active").count() == 1
+            page.screenshot(path=str(shots / "explorer-compare.png"))
+            # The subword level, and the Transformer's layer and head selector.
+            arabic.locator("select.level").select_option("subword")
+            assert arabic.locator(".heatmap .src-label").last.inner_text() == "</s>"
+            tf = page.locator("section.panel[data-model='tf']")
+            options = tf.locator("select.map option").all_inner_texts()
+            assert "layer 1, mean of heads" in options and "layer 2, head 2" in options
+            tf.locator("select.map").select_option(label="layer 2, head 2")
+            tf.locator(".heatmap[data-map='5'] .cell").first.wait_for()
+            # One model only: no compare switch needed; an empty box does not call the API.
+            page.uncheck("#compare")
+            assert page.locator("section.panel").count() == 1
+            page.fill("#text", "")
+            page.click("#translate")
+            assert "Type a sentence first" in page.locator("#status").inner_text()
+            page.screenshot(path=str(shots / "explorer-one.png"))
+        finally:
+            browser.close()
+    assert errors == []
+    assert (shots / "explorer-compare.png").stat().st_size > 10_000

@@ -1,0 +1,103 @@
+"""docs/serving.md's curl commands, run as written against a live `attnmt serve` (a tiny
+run served under the docs' name, `quickstart`): each exits 0, answers JSON with the keys
+the page shows, and the status code the page shows where it shows one."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "serving.md"
+KEY = "docs-test-key"
+
+
+def examples() -> list[tuple[str, str | None]]:
+    """(command, the output line the page shows after it, or None) for each `$ curl`."""
+    found = []
+    for block in re.findall(r"```console\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S):
+        lines = block.splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("$ curl"):
+                shown = lines[i + 1] if i + 1 < len(lines) else None
+                found.append((line[2:], None if shown is None or shown[:2] == "$ " else shown))
+    return found
+
+
+@pytest.fixture(scope="module")
+def servers(tiny_runs):
+    """Two servers of the tiny RNN: without and with an API key; yields their ports."""
+    started = []
+    for key in (None, KEY):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k != "ATTNMT_API_KEY"}
+        if key:
+            env["ATTNMT_API_KEY"] = key
+        command = [sys.executable, "-m", "attnmt", "serve", f"quickstart={tiny_runs['rnn']}"]
+        process = subprocess.Popen(
+            [*command, "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        started.append((process, port))
+    for process, port in started:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/api/health", headers={"X-API-Key": KEY}
+                )
+                urllib.request.urlopen(request, timeout=2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"attnmt serve did not start: {process.stderr.read()}")
+                time.sleep(0.2)
+    yield {"open": started[0][1], "keyed": started[1][1]}
+    for process, _ in started:
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+        assert "Traceback" not in err, err
+
+
+def test_the_page_has_its_examples():
+    commands = [c for c, _ in examples()]
+    assert len(commands) >= 7
+    assert any("/api/translate" in c and '"weights": true' in c for c in commands)
+    assert any("Authorization: Bearer $ATTNMT_API_KEY" in c for c in commands)
+
+
+@pytest.mark.parametrize(("command", "shown"), examples(), ids=lambda x: str(x)[:70])
+def test_curl_example(servers, command, shown):
+    keyed = "ATTNMT_API_KEY" in command
+    port = servers["keyed" if keyed else "open"]
+    env = {**os.environ, "ATTNMT_API_KEY": KEY}
+    result = subprocess.run(
+        command.replace("localhost:8000", f"127.0.0.1:{port}"),
+        shell=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.strip()
+    if "%{http_code}" in command:  # the page shows the body, then the status code
+        out, status = out.rsplit(" ", 1)
+        assert shown is not None and status == shown.rsplit(" ", 1)[1]
+        shown = shown.rsplit(" ", 1)[0]
+    answer = json.loads(out)
+    if shown is not None:
+        assert set(answer) == set(json.loads(shown))
+        if "translations" in answer:
+            expected = json.loads(shown)["translations"][0]
+            assert set(answer["translations"][0]) == set(expected)
