@@ -18,7 +18,7 @@ from attnmt.data.alignments import parse_pharaoh
 from attnmt.errors import UserError
 from attnmt.inference import Translator, load_run
 from attnmt.serve import RunDecoder, Settings, clean_line, create_app
-from attnmt.serve.worker import ModelWorker, Options, QueueFullError
+from attnmt.serve.worker import ClientGoneError, ModelWorker, Options, QueueFullError
 
 
 def make_app(tiny_runs, names=("rnn", "tf", "plain"), **settings):
@@ -361,7 +361,7 @@ def test_a_client_that_leaves_frees_its_place():
         with pytest.raises(QueueFullError):  # capacity 1: "b" holds the only place
             await worker.run(["c"], options, timeout=10)
         left.set()
-        with pytest.raises(asyncio.CancelledError):
+        with pytest.raises(ClientGoneError):
             await waiting
         assert worker.waiting == 0  # its place is free: "d" gets in
         later = asyncio.ensure_future(worker.run(["d"], options, timeout=10))
@@ -390,6 +390,23 @@ def test_serve_refuses_bad_flags_in_one_line(capsys, tiny_runs):
     assert "--beam must be between 1 and 16" in capsys.readouterr().err
     assert main(["serve", "no/such/run"]) == 2
     assert "no/such/run" in capsys.readouterr().err
+
+
+def test_serving_beyond_loopback_is_announced(capsys, monkeypatch, tiny_runs):
+    started = {}
+    monkeypatch.setattr("attnmt.cli.serve.uvicorn.run", lambda app, **kw: started.update(kw))
+    monkeypatch.delenv("ATTNMT_API_KEY", raising=False)
+    assert main(["serve", f"a={tiny_runs['rnn']}", "--port", "8123"]) == 0
+    out, err = capsys.readouterr()
+    assert started == {"host": "127.0.0.1", "port": 8123, "log_level": "warning"}
+    assert "serving a: rnnsearch, step 80" in out and "http://127.0.0.1:8123/" in out
+    assert err == ""
+    assert main(["serve", str(tiny_runs["rnn"]), "--host", "0.0.0.0"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: listening on 0.0.0.0" in err and "--api-key" in err
+    monkeypatch.setenv("ATTNMT_API_KEY", "k")
+    assert main(["serve", str(tiny_runs["rnn"]), "--host", "0.0.0.0"]) == 0
+    assert "--api-key" not in capsys.readouterr().err  # a key is set: only the address
 
 
 def test_openapi_schema_is_typed(client):

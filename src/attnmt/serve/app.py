@@ -13,7 +13,6 @@ No route reads or writes a file a client names: the page is read once, at start.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import secrets
 from contextlib import asynccontextmanager
@@ -37,7 +36,7 @@ from attnmt.serve.schemas import (
     TranslateRequest,
     TranslateResponse,
 )
-from attnmt.serve.worker import ModelWorker, Options, QueueFullError
+from attnmt.serve.worker import ClientGoneError, ModelWorker, Options, QueueFullError
 
 API_KEY_ENV = "ATTNMT_API_KEY"
 # The two ways to send the key (module level: FastAPI reads the annotations that use them).
@@ -245,7 +244,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
                 f"the request waited more than {settings.timeout:g} s (--timeout); send fewer "
                 "lines, or retry when the server is less busy",
             ) from None
-        except asyncio.CancelledError:  # the client left; nobody reads this answer
+        except ClientGoneError:  # nobody reads this answer
             return Response(status_code=499)
         except UserError as err:
             raise HTTPException(422, str(err)) from None

@@ -30,6 +30,10 @@ class QueueFullError(Exception):
     """The worker's queue holds `capacity` jobs already."""
 
 
+class ClientGoneError(Exception):
+    """The client disconnected while its job waited."""
+
+
 @dataclass(frozen=True)
 class Options:
     """How a job's lines are decoded; jobs with equal options share a batch."""
@@ -129,8 +133,8 @@ class ModelWorker:
         self, lines: list[str], options: Options, *, timeout: float, disconnected=None
     ) -> list[Any]:
         """Queue `lines`, wait for their results. Raises `QueueFullError`, `TimeoutError`, or
-        `asyncio.CancelledError` when `disconnected()` (an async callable) says the client
-        left; in each case the job no longer holds a place in the queue."""
+        `ClientGoneError` when `disconnected()` (an async callable) says the client left;
+        in each case (and on cancellation) the job no longer holds a place in the queue."""
         loop = asyncio.get_running_loop()
         job = Job(list(lines), options, loop.create_future(), loop)
         self.submit(job)
@@ -144,7 +148,7 @@ class ModelWorker:
                 if done:
                     return job.future.result()
                 if disconnected is not None and await disconnected():
-                    raise asyncio.CancelledError
+                    raise ClientGoneError
         finally:
             if not job.future.done():
                 job.future.cancel()
