@@ -51,7 +51,8 @@ def test_causal_mask_aligns_the_ends():
 def test_local_window_and_gaussian():
     center = torch.tensor([[1.0, 2.5]])  # (B, T)
     window = AF.local_window_mask(center, 6, 1)
-    assert window.int().tolist() == [[[1, 1, 1, 0, 0, 0], [0, 0, 1, 1, 0, 0]]]
+    # 2D + 1 positions around the nearest position (2.5 -> 3), Luong's a_t ∈ R^{2D+1}
+    assert window.int().tolist() == [[[1, 1, 1, 0, 0, 0], [0, 0, 1, 1, 1, 0]]]
     gaussian = AF.gaussian_window(center, 6, sigma=0.5)
     assert gaussian[0, 0, 1] == 1.0
     torch.testing.assert_close(gaussian[0, 0, 2], torch.tensor(2.0).mul(-1).exp())

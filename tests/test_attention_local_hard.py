@@ -45,8 +45,10 @@ def test_local_m_positions_tensor_and_offset():
     assert out.weights[1, 0].nonzero().flatten().tolist() == [7, 8]  # clipped at S - 1
     shifted = attn(query, key, value, positions=4)  # an int t0: positions t0, t0 + 1, ...
     assert shifted.position.tolist() == [[4.0, 5.0], [4.0, 5.0]]
-    beyond = attn(query, key, value, positions=20)  # window past the source: nothing
-    assert (beyond.weights == 0).all() and (beyond.context == 0).all()
+    # Past the source's end p_t stays at its last position (S - 1 = 8): never a blind step.
+    beyond = attn(query, key, value, positions=20)
+    assert beyond.position.tolist() == [[8.0, 8.0], [8.0, 8.0]]
+    assert (beyond.weights[..., :7] == 0).all() and (beyond.weights.sum(-1) > 0.99).all()
 
 
 def test_local_p_weights_are_softmax_times_the_gaussian():
@@ -59,7 +61,7 @@ def test_local_p_weights_are_softmax_times_the_gaussian():
     p = out.position.unsqueeze(-1)  # (B, T, 1)
     sigma = window / 2
     gaussian = torch.exp(-((s - p) ** 2) / (2 * sigma**2))  # Luong eq. 10
-    inside = (s - p).abs() <= window
+    inside = (s - torch.floor(p + 0.5)).abs() <= window  # 2D + 1 around the nearest position
     assert (out.weights[~inside] == 0).all() and (out.probs[~inside] == 0).all()
     assert (out.probs[inside] > 0).all()
     ratio = out.weights[inside] / out.probs[inside]

@@ -121,6 +121,10 @@ def causal_mask(tgt_len: int, src_len: int | None = None, *, device=None) -> Ten
 def local_window_mask(center: Tensor, src_len: int, window: float) -> Tensor:
     """Local attention window [p_t - D, p_t + D] (Luong et al. 2015 §3.2), True = inside.
 
+    The window is centred on the position nearest p_t (round half up), so it always holds
+    2D + 1 positions, Luong's a_t ∈ R^{2D+1} (fewer where it passes a sentence edge). A
+    real-valued p_t (local-p) keeps its exact value in the Gaussian (`gaussian_window`).
+
     Args:
         center: aligned positions p_t (integer or real), 0-based.
         window: the half-width D.
@@ -129,19 +133,22 @@ def local_window_mask(center: Tensor, src_len: int, window: float) -> Tensor:
         center (B, T) -> (B, T, S) bool
     """
     s = torch.arange(src_len, device=center.device, dtype=torch.float32)  # (S,)
-    distance = s - center.unsqueeze(-1).to(torch.float32)  # (B, T, S)
-    return distance.abs() <= window
+    middle = torch.floor(center.to(torch.float32) + 0.5)  # nearest position: (B, T)
+    return (s - middle.unsqueeze(-1)).abs() <= window  # (B, T, S)
 
 
 def gaussian_window(center: Tensor, src_len: int, sigma: float, *, log: bool = False) -> Tensor:
     """Luong et al. 2015 eq. 10's factor exp(-(s - p_t)^2 / (2 sigma^2)), or its log.
 
-    Differentiable in `center`, so gradients reach whatever predicted p_t.
+    Differentiable in `center`, so gradients reach whatever predicted p_t. Computed in fp32
+    whatever the input dtype or autocast: in bf16 the positions past 256 are no longer all
+    representable, and neighbouring positions would get one and the same factor.
 
     Shapes:
-        center (B, T) -> (B, T, S)
+        center (B, T) -> (B, T, S) float32
     """
-    s = torch.arange(src_len, device=center.device, dtype=center.dtype)  # (S,)
+    s = torch.arange(src_len, device=center.device, dtype=torch.float32)  # (S,)
+    center = center.to(torch.float32)
     log_factor = -((s - center.unsqueeze(-1)) ** 2) / (2.0 * sigma**2)  # (B, T, S)
     return log_factor if log else log_factor.exp()
 

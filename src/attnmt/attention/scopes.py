@@ -1,10 +1,17 @@
 """Scopes: which source positions each target step may attend (Luong et al. 2015 §3.2).
 
 - `global`: every source position (the mask alone decides).
-- `local-m` (monotonic): aligned position p_t = t, window [p_t - D, p_t + D].
+- `local-m` (monotonic): aligned position p_t = t, window [p_t - D, p_t + D]. Past the
+  end of a sentence p_t stays at its last position (index S - 1, S the true length): the
+  paper ignores the part of a window outside the sentence, so a target longer than its
+  source keeps reading the source's end rather than an empty window and a zero context.
 - `local-p` (predictive): p_t = S · sigmoid(v_pᵀ tanh(W_p h_t)) (Luong eq. 9), window
   [p_t - D, p_t + D], and weights multiplied by exp(-(s - p_t)^2 / (2 sigma^2)) with
-  sigma = D / 2 (Luong eq. 10).
+  sigma = D / 2 (Luong eq. 10). p_t and the Gaussian are computed in fp32 whatever the
+  autocast (in bf16, positions past 256 collapse onto each other).
+
+Windows are centred on the position nearest p_t, so each holds 2D + 1 positions (Luong's
+a_t ∈ R^{2D+1}) where it lies inside the sentence; local-p's Gaussian uses the real p_t.
 
 A window is a mask of the same kind as padding and causal masks (True = may attend) and
 is combined with them by AND. Positions are 0-based.
@@ -15,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmt.attention import functional as AF
@@ -57,9 +65,11 @@ class LocalPredictor(nn.Module):
         self.v_p = nn.Linear(hidden_dim, 1, bias=False)  # v_p, Luong eq. 9
 
     def forward(self, query: Tensor, lengths: Tensor) -> Tensor:
-        hidden = torch.tanh(self.W_p(query))  # tanh(W_p h_t): (B, T, hidden)
-        fraction = torch.sigmoid(self.v_p(hidden)).squeeze(-1)  # (B, T)
-        return lengths.to(fraction.dtype).unsqueeze(1) * fraction  # p_t: (B, T)
+        # fp32 whatever the autocast: p_t is a position, and bf16 holds 8 bits of mantissa.
+        with torch.autocast(query.device.type, enabled=False):
+            hidden = torch.tanh(F.linear(query.float(), self.W_p.weight.float()))  # (B, T, h)
+            fraction = torch.sigmoid(F.linear(hidden, self.v_p.weight.float())).squeeze(-1)
+        return lengths.to(torch.float32).unsqueeze(1) * fraction  # p_t: (B, T) float32
 
 
 def monotonic_positions(
@@ -103,14 +113,15 @@ def apply_scope(
         return ScopeResult(mask=mask, position=None, log_prior=None)
     if scope == "local-m":
         position = monotonic_positions(positions, batch, tgt_len, query.device)  # p_t = t
+        # Past the sentence's end, stay at its last position (see the module docstring).
+        lengths = _lengths(mask, batch, src_len, query.device)  # (B,)
+        last = (lengths - 1).clamp(min=0).to(position.dtype).unsqueeze(1)  # (B, 1)
+        position = torch.minimum(position, last)  # (B, T)
         log_prior = None
     elif scope == "local-p":
         if predictor is None:  # pragma: no cover - build() always makes one
             raise ValueError("scope 'local-p' needs a LocalPredictor")
-        if mask is None:
-            lengths = torch.full((batch,), src_len, device=query.device)  # (B,)
-        else:
-            lengths = AF.source_lengths(mask)  # true S per sentence: (B,)
+        lengths = _lengths(mask, batch, src_len, query.device)  # true S per sentence: (B,)
         position = predictor(query, lengths)  # p_t, Luong eq. 9: (B, T)
         # exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D / 2, Luong eq. 10 (kept as a log)
         log_prior = AF.gaussian_window(position, src_len, window / 2.0, log=True)
@@ -119,3 +130,10 @@ def apply_scope(
     window_mask = AF.local_window_mask(position.detach(), src_len, window)  # (B, T, S)
     mask = window_mask if mask is None else mask & window_mask
     return ScopeResult(mask=mask, position=position, log_prior=log_prior)
+
+
+def _lengths(mask: Tensor | None, batch: int, src_len: int, device: torch.device) -> Tensor:
+    """Each sentence's true source length: from the mask, else the full width. (B,)"""
+    if mask is None:
+        return torch.full((batch,), src_len, device=device)
+    return AF.source_lengths(mask)
