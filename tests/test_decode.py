@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnmt.config import ModelConfig
-from attnmt.data import BOS, EOS, pad_batch
+from attnmt.data import BOS, EOS, PAD, pad_batch
 from attnmt.inference import beam_search, forced_weights, greedy, length_penalty
 from attnmt.models import build_model
 
@@ -106,6 +106,42 @@ def test_beam_one_equals_greedy():
         assert hg.tokens == hb.tokens
         assert hg.log_prob == pytest.approx(hb.log_prob, abs=1e-5)
         assert torch.equal(hg.weights, hb.weights)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+def test_greedy_scores_as_beam_one_does(alpha):
+    src, mask = _src(batch=3)
+    g = greedy(TableModel(), src, mask, alpha=alpha, max_len=6)
+    b = beam_search(TableModel(), src, mask, beam_size=1, alpha=alpha, max_len=6)
+    for hg, (hb,) in zip(g, b, strict=True):
+        assert hg.tokens == hb.tokens
+        assert hg.score == pytest.approx(hb.score, abs=1e-5)
+        length = len(hg.tokens) + 1  # the EOS counts
+        assert hg.score == pytest.approx(hg.log_prob / length_penalty(length, alpha), abs=1e-5)
+
+
+class FondOfSpecials(TableModel):
+    """The table model with PAD and BOS the most likely next tokens after every token."""
+
+    def __init__(self):
+        super().__init__()
+        probs = self.table.exp()
+        probs[:, PAD], probs[:, BOS] = 5.0, 4.0
+        self.table = (probs / probs.sum(1, keepdim=True)).log()
+
+
+def test_neither_search_emits_pad_or_bos():
+    src, mask = _src()
+    model = FondOfSpecials()
+    (hyp, _) = greedy(model, src, mask, max_len=5)
+    assert hyp.tokens == [4, 4, 4, 4]  # the best tokens that are words
+    table = model.table  # log_prob stays the model's own, not renormalised
+    assert hyp.log_prob == pytest.approx(
+        float(table[BOS, 4] + 3 * table[4, 4] + table[4, EOS]), abs=1e-5
+    )
+    for nbest in beam_search(model, src, mask, beam_size=4, n_best=4, max_len=5):
+        for h in nbest:
+            assert PAD not in h.tokens and BOS not in h.tokens
 
 
 def test_n_best_sorted_with_weights_per_hypothesis():

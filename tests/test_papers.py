@@ -79,3 +79,39 @@ def test_local_m_past_the_source_end_reads_its_last_positions():
             "local-m", torch.zeros(2, 1, 3), mask[:, None], src_len=7, window=1, positions=t
         )
         assert torch.equal(one.mask[:, 0], result.mask[:, t])
+
+
+# --- content-based attention (Graves et al. 2014, NTM §3.3.1) ----------------------------
+
+
+@pytest.mark.parametrize("model", ["rnnsearch", "luong"])
+@pytest.mark.parametrize(("beta", "start"), [("query", 1.0), ("learned", 1.0), ("query", 5.0)])
+def test_cosine_beta_starts_where_documented_inside_a_model(model, beta, start):
+    from attnmt.config import load_config
+    from attnmt.models import build_model
+
+    config = load_config(
+        None,
+        [
+            *(f"model.name={model}", "model.attention=cosine", f"model.cosine_beta={beta}"),
+            *(f"model.cosine_beta_init={start}", "model.hidden_size=8", "model.embed_size=8"),
+        ],
+    )
+    torch.manual_seed(0)
+    network = build_model(config.model, 20, 20)  # runs the paper's initialiser
+    (score,) = [m for m in network.modules() if type(m).__name__ == "CosineScore"]
+    queries = torch.randn(3, 4, score.query_dim)
+    strength = score.key_strength(queries)
+    torch.testing.assert_close(strength, torch.full_like(strength, start))
+
+
+def test_cosine_beta_fixed_from_the_config():
+    from attnmt.config import attention_options, load_config
+
+    config = load_config(
+        None, ["model.attention=cosine", "model.cosine_beta=fixed", "model.cosine_beta_init=3"]
+    )
+    options = attention_options(config.model, 8, 8)
+    assert options["beta"] == 3.0
+    with pytest.raises(Exception, match="cosine_beta_init"):
+        load_config(None, ["model.attention=cosine", "model.cosine_beta_init=0"])

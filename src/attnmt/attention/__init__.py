@@ -45,8 +45,8 @@ __all__ = [
     "names",
 ]
 
-# name -> factory(query_dim, key_dim, hidden_dim, max_source_len, beta)
-_ScoreFactory = Callable[[int, int, int, int, "str | float"], Score]
+# name -> factory(query_dim, key_dim, hidden_dim, max_source_len, (beta, beta_init))
+_ScoreFactory = Callable[[int, int, int, int, tuple], Score]
 _SCORES: dict[str, _ScoreFactory] = {
     "dot": lambda q, k, h, m, b: DotScore(q, k),
     "general": lambda q, k, h, m, b: GeneralScore(q, k),
@@ -54,7 +54,7 @@ _SCORES: dict[str, _ScoreFactory] = {
     "additive": lambda q, k, h, m, b: AdditiveScore(q, k, hidden_dim=h),
     "location": lambda q, k, h, m, b: LocationScore(q, k, max_source_len=m),
     "scaled_dot": lambda q, k, h, m, b: ScaledDotScore(q, k),
-    "cosine": lambda q, k, h, m, b: CosineScore(q, k, beta=b),
+    "cosine": lambda q, k, h, m, b: CosineScore(q, k, beta=b[0], beta_init=b[1]),
 }
 
 
@@ -74,6 +74,7 @@ def build(
     mode: str = "soft",
     max_source_len: int = 100,
     beta: str | float = "query",
+    beta_init: float = 1.0,
 ) -> Attention:
     """Build an `Attention` from names.
 
@@ -90,6 +91,8 @@ def build(
         max_source_len: longest source `location` can score.
         beta: `cosine`'s key strength: "query" (softplus of the query, as in NTM),
             "learned" (a scalar), or a fixed number > 0.
+        beta_init: the key strength `cosine` starts with ("query", "learned"); 1 = the
+            plain cosine.
 
     Options a score does not use are ignored, so one config can build any combination.
 
@@ -105,5 +108,5 @@ def build(
     for label, dim in (("query_dim", query_dim), ("key_dim", key_dim), ("hidden_dim", hidden_dim)):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ValueError(f"{label} must be a positive integer, got {dim!r}")
-    module = _SCORES[score](query_dim, key_dim, hidden_dim, max_source_len, beta)
+    module = _SCORES[score](query_dim, key_dim, hidden_dim, max_source_len, (beta, beta_init))
     return Attention(module, scope=scope, window=window, mode=mode, hidden_dim=hidden_dim)

@@ -24,9 +24,17 @@ class CosineScore(Score):
 
     The key strength beta (`beta=`):
         "query" (default, as in NTM): beta_t = softplus(w_betaᵀ h_t + b_beta), one per query
-            step; softplus keeps it positive (NTM only asks for beta_t > 0).
-        "learned": one learned scalar beta = softplus(raw), initialised to beta = 1.
+            step; softplus keeps it positive (NTM only asks for beta_t > 0). It starts at
+            `beta_init` for every query (w_beta = 0, b_beta = softplus⁻¹(beta_init)).
+        "learned": one learned scalar beta = softplus(raw), starting at `beta_init`.
         a float > 0: a fixed beta (no parameter), e.g. for tests or a set temperature.
+
+    `beta_init` (default 1, the plain cosine) survives the models' initialisers, which set
+    every parameter by the paper's rule (zeros or uniform noise would start beta at
+    softplus(0) = ln 2 or about 0.7, nearly uniform attention): they call
+    `documented_init` afterwards. A larger start (e.g. 5) begins with sharper attention;
+    NTM and DNC keep beta ≥ 1 with oneplus(x) = 1 + softplus(x), which a `beta_init` above
+    1 approximates at the start.
 
     When key_dim != query_dim the keys are first projected to the query's width by a
     learned `key_proj` (no bias), which `precompute_keys` applies once per sentence.
@@ -39,8 +47,13 @@ class CosineScore(Score):
 
     name = "cosine"
 
-    def __init__(self, query_dim: int, key_dim: int, *, beta: str | float = "query") -> None:
+    def __init__(
+        self, query_dim: int, key_dim: int, *, beta: str | float = "query", beta_init: float = 1.0
+    ) -> None:
         super().__init__(query_dim, key_dim)
+        if not beta_init > 0:
+            raise ValueError(f"cosine beta_init must be > 0, got {beta_init!r}")
+        self.beta_init = float(beta_init)
         self.key_proj = nn.Linear(key_dim, query_dim, bias=False) if key_dim != query_dim else None
         self.w_beta: nn.Linear | None = None
         self.beta_raw: nn.Parameter | None = None
@@ -48,7 +61,7 @@ class CosineScore(Score):
         if beta == "query":
             self.w_beta = nn.Linear(query_dim, 1)  # w_beta, b_beta
         elif beta == "learned":
-            self.beta_raw = nn.Parameter(torch.tensor(math.log(math.e - 1.0)))  # softplus -> 1
+            self.beta_raw = nn.Parameter(torch.zeros(()))
         elif isinstance(beta, int | float) and not isinstance(beta, bool) and beta > 0:
             self.fixed_beta = float(beta)
         else:
@@ -56,6 +69,18 @@ class CosineScore(Score):
                 f"cosine beta must be one of {list(BETA_CHOICES)} or a number > 0, got {beta!r}"
             )
         self.beta_kind = beta if isinstance(beta, str) else "fixed"
+        self.documented_init()
+
+    @torch.no_grad()
+    def documented_init(self) -> None:
+        """Start beta at `beta_init` (see the class docstring); models call it after their
+        own initialisation."""
+        start = math.log(math.expm1(self.beta_init))  # softplus⁻¹(beta_init)
+        if self.w_beta is not None:
+            self.w_beta.weight.zero_()
+            self.w_beta.bias.fill_(start)
+        if self.beta_raw is not None:
+            self.beta_raw.fill_(start)
 
     @property
     def projected_key_dim(self) -> int:

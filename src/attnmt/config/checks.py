@@ -37,6 +37,7 @@ _POSITIVE = {
         "heads",
         "ff_size",
         "window",
+        "cosine_beta_init",
         "max_source_len",
     ),
     "train": (
@@ -177,6 +178,9 @@ def attention_options(cfg: ModelConfig, query_dim: int, key_dim: int) -> dict[st
         "window": cfg.window,
         "mode": cfg.mode,
         "max_source_len": cfg.max_source_len,
+        # cosine's key strength: "query", "learned", or a fixed number (its start value)
+        "beta": cfg.cosine_beta_init if cfg.cosine_beta == "fixed" else cfg.cosine_beta,
+        "beta_init": cfg.cosine_beta_init,
     }
 
 

@@ -84,6 +84,12 @@ class ModelConfig:
     hard_eval: Literal["argmax", "soft"] = "argmax"
     # The "location" score: the longest source (in subwords) it can score.
     max_source_len: int = 256
+    # The "cosine" score's key strength beta (Graves et al. 2014, NTM eq. 5): computed from
+    # the decoder state ("query", as in NTM), one learned scalar ("learned"), or "fixed";
+    # and the value it starts at (or keeps, when fixed). 1 = the plain cosine; larger
+    # values start with sharper attention (docs/attention.md).
+    cosine_beta: Literal["query", "learned", "fixed"] = "query"
+    cosine_beta_init: float = 1.0
 
 
 @dataclass

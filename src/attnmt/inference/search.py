@@ -13,6 +13,12 @@ attention weights that produced each of its tokens: `(T, S)` for an RNN decoder,
 
 Length penalty is GNMT's (Wu et al. 2016, eq. 14): lp(Y) = ((5 + |Y|) / 6)^α, and a
 hypothesis is ranked by log P(Y|X) / lp(Y). α = 0 ranks by the plain log-probability.
+Greedy and beam search score alike (|Y| counts the final EOS), so beam search with K = 1
+gives greedy's tokens, score and log-probability.
+
+Neither search emits PAD or BOS: they are not words (PAD is never a training target and
+BOS only starts the decoder), so they are excluded at every step. `log_prob` stays the
+model's own log-probability of the tokens chosen (what forced decoding of them gives).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from attnmt.data.vocab import BOS, EOS
+from attnmt.data.vocab import BOS, EOS, PAD
+
+NEVER_EMITTED = (PAD, BOS)
 
 
 @dataclass
@@ -35,7 +43,7 @@ class Hypothesis:
     """
 
     tokens: list[int]
-    score: float  # log P(tokens, EOS | source) / length penalty
+    score: float  # log P(tokens, EOS | source) / lp(len(tokens) + 1), greedy and beam alike
     log_prob: float  # log P(tokens, EOS | source)
     weights: Tensor | None = None
 
@@ -56,11 +64,13 @@ def greedy(
     src: Tensor,
     src_mask: Tensor,
     *,
+    alpha: float = 0.6,
     max_len_ratio: float = 2.0,
     max_len: int | None = None,
     need_weights: bool = False,
 ) -> list[Hypothesis]:
-    """Greedy decoding of a batch, one hypothesis per sentence.
+    """Greedy decoding of a batch, one hypothesis per sentence, scored as beam search
+    scores (`alpha`: the length penalty's exponent; it ranks nothing here).
 
     Shapes:
         src, src_mask: (B, S)
@@ -79,6 +89,7 @@ def greedy(
     for step in range(int(limits.max())):
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
         scores = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
+        scores[:, NEVER_EMITTED] = float("-inf")  # not words: never output
         best = scores.argmax(dim=-1)
         best = torch.where(step >= limits - 1, torch.full_like(best, EOS), best)
         log_probs += torch.where(finished, 0.0, scores.gather(1, best[:, None]).squeeze(1))
@@ -98,7 +109,7 @@ def greedy(
         out.append(
             Hypothesis(
                 tokens=[t for t in token_table[i][:n] if t != EOS],
-                score=float(log_probs[i]),
+                score=float(log_probs[i]) / float(length_penalty(n, alpha)),
                 log_prob=float(log_probs[i]),
                 weights=None if weight_table is None else weight_table[i, :n].clone(),
             )
@@ -151,6 +162,7 @@ def beam_search(
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
         vocab = logits.size(-1)
         log_probs = torch.log_softmax(logits.float(), dim=-1).view(batch, k, vocab)
+        log_probs[..., NEVER_EMITTED] = float("-inf")  # not words: never output
         at_limit = step >= limits - 1  # (B,)
         # At a sentence's length limit only EOS may follow.
         forced = torch.full_like(log_probs, float("-inf"))

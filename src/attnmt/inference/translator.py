@@ -81,7 +81,12 @@ def translate_ids(
                 hyps = [
                     [h]
                     for h in greedy(
-                        model, src, src_mask, max_len_ratio=max_len_ratio, need_weights=need_weights
+                        model,
+                        src,
+                        src_mask,
+                        alpha=alpha,
+                        max_len_ratio=max_len_ratio,
+                        need_weights=need_weights,
                     )
                 ]
             else:

@@ -143,6 +143,7 @@ def init_gaussian_orthogonal(module: nn.Module, std: float = 0.01) -> None:
         else:
             nn.init.normal_(param, mean=0.0, std=std)
     _zero_padding_rows(module)
+    documented_starts(module)
 
 
 def init_uniform(module: nn.Module, bound: float = 0.1) -> None:
@@ -150,6 +151,15 @@ def init_uniform(module: nn.Module, bound: float = 0.1) -> None:
     for param in module.parameters():
         nn.init.uniform_(param, -bound, bound)
     _zero_padding_rows(module)
+    documented_starts(module)
+
+
+def documented_starts(module: nn.Module) -> None:
+    """Give back the start values a submodule documents (its `documented_init`, e.g.
+    cosine attention's beta = 1), which a paper's blanket initialisation overwrote."""
+    for sub in module.modules():
+        if sub is not module and hasattr(sub, "documented_init"):
+            sub.documented_init()
 
 
 def _zero_padding_rows(module: nn.Module) -> None:

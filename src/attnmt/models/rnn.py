@@ -6,6 +6,10 @@
 - `RNNEncDec`: Cho et al. 2014's encoder–decoder, which squeezes the whole source into one
   fixed-length vector c: the bottleneck attention removes.
 
+The GRUs are PyTorch's `nn.GRU`/`nn.GRUCell`: the reset gate acts after the recurrent
+product, tanh(W x + r ⊙ (U h + b_h)) (the cuDNN form), not inside it as Cho et al. 2014
+eq. 8 and Bahdanau et al. 2014 appendix A write it, tanh(W x + U (r ⊙ h)).
+
 Shapes legend: B batch, S source length, T target length, E embedding width, D hidden
 width, L layers, V vocabulary, Dk annotation width, Dp projected-key width.
 """

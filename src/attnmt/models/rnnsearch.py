@@ -32,7 +32,9 @@ class RNNSearch(AttentionalRNN):
         c_i = Σ_j alpha_ij h_j             context (eq. 5)
         s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])  (eq. 4; the context enters the cell)
         t_i = maxout(W_o [s_i; E y_{i-1}; c_i])  deep output (A.2.2), then W_g t_i -> V
-    with s_0 = tanh(W_s ←h_1) from the backward encoder's first state (A.2.2).
+    with s_0 = tanh(W_s ←h_1) from the backward encoder's first state (A.2.2). The GRUs
+    are PyTorch's, whose reset gate acts after the recurrent product (r ⊙ (U s + b), the
+    cuDNN form), where appendix A.1.1 writes U (r ⊙ s): see `attnmt.models.rnn`.
 
     Simplification, documented: the paper's deep output reads s_{i-1} (A.2.2's
     t̃_i = U_o s_{i-1} + V_o E y_{i-1} + C_o c_i) while eq. 4 writes p(y_i) = g(y_{i-1}, s_i,
