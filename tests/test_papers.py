@@ -115,3 +115,166 @@ def test_cosine_beta_fixed_from_the_config():
     assert options["beta"] == 3.0
     with pytest.raises(Exception, match="cosine_beta_init"):
         load_config(None, ["model.attention=cosine", "model.cosine_beta_init=0"])
+
+
+# --- hard and soft attention (Xu et al. 2015 §4) -------------------------------------------
+
+
+def _xu(model_overrides=(), train_overrides=()):
+    """A tiny attentional RNN, its config and a batch of three sentences."""
+    from attnmt.config import load_config
+    from attnmt.data.types import Example, collate
+    from attnmt.models import build_model
+
+    config = load_config(
+        None,
+        [
+            *("model.hidden_size=8", "model.embed_size=8", "model.dropout=0"),
+            *(f"model.{o}" for o in model_overrides),
+            *(f"train.{o}" for o in train_overrides),
+        ],
+    )
+    torch.manual_seed(0)
+    model = build_model(config.model, 16, 16)
+    pairs = [([5, 6, 7, 8], [9, 10, 11]), ([5, 6], [12]), ([7], [9, 9])]
+    examples = [Example("", "", src_ids=s, tgt_ids=t) for s, t in pairs]
+    return model, config, collate(examples)
+
+
+def _loss(model, config, batch, baseline=0.0, seed=1):
+    from attnmt.training.distributed import Context
+    from attnmt.training.losses import batch_loss
+    from attnmt.training.run import Progress
+
+    progress = Progress(baseline=baseline)
+    torch.manual_seed(seed)  # the same sampled positions each time
+    loss, _ = batch_loss(model, batch, config, Context(), progress)
+    return loss, progress
+
+
+def test_the_reward_is_the_unsmoothed_log_likelihood():
+    model, plain, batch = _xu(["mode=hard"])
+    _, smoothed, _ = _xu(["mode=hard"], ["label_smoothing=0.2"])
+    _, without = _loss(model, plain, batch)
+    _, with_smoothing = _loss(model, smoothed, batch)
+    # The baseline moves by 0.1 * mean reward: the same reward whatever the smoothing.
+    assert with_smoothing.baseline == pytest.approx(without.baseline, rel=1e-6)
+    assert without.baseline < 0
+
+
+def test_reinforce_weight_scales_only_the_reinforce_term():
+    from attnmt.training import reinforce_loss
+
+    log_prob = torch.tensor([[-1.0, -2.0]])
+    entropy = torch.tensor([[0.5, 0.5]])
+    mask = torch.ones(1, 2, dtype=torch.bool)
+    reward = torch.tensor([-3.0])
+    one = reinforce_loss(log_prob, entropy, reward, -1.0, mask, entropy_weight=0.1)
+    two = reinforce_loss(
+        log_prob, entropy, reward, -1.0, mask, entropy_weight=0.1, reinforce_weight=2.0
+    )
+    policy = -(-3.0 + 1.0) * (-1.0 - 2.0)  # -(R - b) Σ log p
+    assert float(one) == pytest.approx(policy - 0.1)
+    assert float(two) == pytest.approx(2 * policy - 0.1)
+
+
+def test_a_per_token_baseline_compares_each_sentence_with_its_length():
+    model, config, batch = _xu(["mode=hard"], ["reinforce_baseline=token", "entropy_weight=0"])
+    _, sentence_config, _ = _xu(["mode=hard"], ["entropy_weight=0"])
+    lengths = batch.tgt_mask.sum(1).float()  # 4, 2, 3 (EOS included)
+    _, plain = _loss(model, sentence_config, batch, baseline=0.0)
+    _, per_token = _loss(model, config, batch, baseline=0.0)
+    rewards_mean = plain.baseline / 0.1  # mean R
+    # Per token: b moves by 0.1 * mean(R / |y|), not 0.1 * mean(R).
+    assert per_token.baseline != pytest.approx(plain.baseline)
+    assert per_token.baseline < 0 and abs(per_token.baseline) < abs(plain.baseline)
+    assert abs(per_token.baseline / 0.1) <= abs(rewards_mean) / float(lengths.min()) + 1e-6
+    # With b per token, the loss equals reinforce_loss with n·b per sentence.
+    from attnmt.training import reinforce_loss
+
+    torch.manual_seed(1)
+    out = model(batch.src, batch.src_mask, batch.tgt_in)
+    nll = torch.nn.functional.cross_entropy(
+        out.logits.reshape(-1, 16), batch.tgt_out.reshape(-1), ignore_index=0, reduction="none"
+    ).view_as(batch.tgt_out)
+    reward = -(nll.detach() * batch.tgt_mask).sum(1)
+    expected = (
+        nll.sum() / lengths.sum()
+        + reinforce_loss(
+            out.attn_log_prob, None, reward, -0.5 * lengths, batch.tgt_mask, entropy_weight=0
+        )
+        / lengths.sum()
+    )
+    loss, _ = _loss(model, config, batch, baseline=-0.5)
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+
+
+def test_hard_expectation_replaces_whole_sentences_by_the_soft_context():
+    model, _, batch = _xu(["mode=hard", "hard_expectation=0.5"])
+    model.train()
+    seen = set()
+    for seed in range(12):
+        torch.manual_seed(seed)
+        out = model(batch.src, batch.src_mask, batch.tgt_in, need_weights=True)
+        for b in range(3):
+            steps = int(batch.tgt_mask[b].sum())
+            one_hot = (out.weights[b, :steps].max(dim=-1).values == 1).all()
+            expected = bool((out.attn_log_prob[b, :steps] == 0).all())
+            # Either every step of the sentence samples, or every step takes the expectation.
+            assert bool(one_hot) != expected
+            if expected:
+                real = batch.src_mask[b]
+                sums = out.weights[b, :steps][:, real].sum(-1)
+                torch.testing.assert_close(sums, torch.ones_like(sums))
+            seen.add(expected)
+    assert seen == {True, False}  # both happen at p = 0.5
+    model.eval()
+    out = model(batch.src, batch.src_mask, batch.tgt_in, need_weights=True)
+    assert (out.weights.max(dim=-1).values == 1).all()  # evaluation: argmax, no expectation
+
+
+def test_doubly_stochastic_penalty_is_xu_eq_14():
+    from attnmt.training.losses import doubly_stochastic
+
+    model, config, batch = _xu([], ["doubly_stochastic=0.5"])
+    _, plain_config, _ = _xu()
+    with_penalty, _ = _loss(model, config, batch)
+    without, _ = _loss(model, plain_config, batch)
+    out = model(batch.src, batch.src_mask, batch.tgt_in, need_weights=True)
+    by_hand = 0.0
+    for b in range(3):
+        steps, real = int(batch.tgt_mask[b].sum()), batch.src_mask[b]
+        received = out.weights[b, :steps][:, real].sum(0)  # Σ_t α_ti over real positions
+        by_hand += float(((1 - received) ** 2).sum().detach())
+    penalty = float(doubly_stochastic(out.weights, batch).detach())
+    assert penalty == pytest.approx(by_hand, rel=1e-5)
+    tokens = float(batch.tgt_mask.sum())
+    difference = float((with_penalty - without).detach())
+    assert difference == pytest.approx(0.5 * by_hand / tokens, rel=1e-4)
+    with_penalty.backward()
+    assert model.attention.score.W_a.weight.grad.abs().sum() > 0
+
+
+def test_doubly_stochastic_needs_soft_attention_in_an_rnn():
+    from attnmt.config import load_config
+    from attnmt.errors import ConfigError
+
+    for bad in (["model.name=transformer"], ["model.mode=hard"]):
+        with pytest.raises(ConfigError, match="doubly_stochastic"):
+            load_config(None, [*bad, "train.doubly_stochastic=1"])
+    with pytest.raises(ConfigError, match="context_gate"):
+        load_config(None, ["model.name=transformer", "model.context_gate=true"])
+
+
+@pytest.mark.parametrize("name", ["rnnsearch", "luong"])
+def test_context_gate_scales_the_context_by_sigmoid_of_the_query(name):
+    model, _, batch = _xu([f"name={name}", "context_gate=true"])
+    model.eval()
+    memory = model.encode(batch.src, batch.src_mask)
+    query = torch.randn(3, 2, 8)
+    gated = model.attend(query, memory, 0)
+    gate, model.gate = model.gate, None
+    plain = model.attend(query, memory, 0)
+    beta = torch.sigmoid(gate(query))  # (B, T, 1)
+    torch.testing.assert_close(gated.context, beta * plain.context)
+    torch.testing.assert_close(gated.weights, plain.weights)  # the weights are not gated

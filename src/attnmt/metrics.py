@@ -4,31 +4,69 @@ References come as one list per sentence (the first is the main reference; the o
 extra ones, e.g. Darby beside Segond). sacrebleu takes reference *streams*, so sentences
 with fewer references are padded with None, which sacrebleu skips.
 
+BLEU is tokenized for the target language as the field reports it (`bleu_tokenizer`:
+Chinese `zh`, Japanese `ja-mecab`, Korean `ko-mecab`, else `13a`; characters where MeCab is
+missing, with `tokenizer_note` saying so); the tokenizer is in the sacrebleu signature.
+chrF, reported beside BLEU for every pair, scores character n-grams and needs none.
+
 Alignment scores (AER) are in `attnmt.inference.alignment`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from functools import cache
+from typing import Any
 
 import sacrebleu
 
-if TYPE_CHECKING:
-    pass
+# sacrebleu's BLEU tokenizer for a target language, as the field reports BLEU (sacrebleu's
+# own choice for `-l xx-zh`, `xx-ja`, `xx-ko`); `13a` for every other language.
+TOKENIZERS = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
+# Without its MeCab dictionary (`pip install 'sacrebleu[ja]'` or `[ko]`), character level.
+FALLBACK_TOKENIZER = "char"
+_EXTRA = {"ja-mecab": ("Japanese", "ja"), "ko-mecab": ("Korean", "ko")}
 
 
-# sacrebleu tokenizers for targets written without spaces between words (13a otherwise).
-TOKENIZERS = {"zh": "zh", "ja": "char", "ko": "char"}
+@cache
+def _unavailable(tokenize: str) -> str:
+    """Why sacrebleu cannot build the `tokenize` tokenizer here ("" if it can)."""
+    try:
+        sacrebleu.metrics.BLEU(tokenize=tokenize)
+    except (RuntimeError, AssertionError, ImportError, OSError) as error:
+        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return ""
+
+
+def _field_tokenizer(target: str) -> str:
+    return TOKENIZERS.get(target.split("-", 1)[0].lower(), "13a")
 
 
 def bleu_tokenizer(target: str) -> str:
     """The sacrebleu tokenizer for a target language or version name ("zh-ncv" -> "zh").
 
-    BLEU's default `13a` splits on spaces, so a Japanese verse (no spaces) would be one
-    token; Chinese uses sacrebleu's `zh`, Japanese and Korean its character tokenizer.
+    BLEU's default `13a` splits on spaces, so a Chinese or Japanese verse (no spaces) would
+    be one token: Chinese gets sacrebleu's `zh`, Japanese `ja-mecab` and Korean `ko-mecab`
+    (MeCab word segmentation, as the field reports them) where their dictionaries are
+    installed, else the character tokenizer `char` (`tokenizer_note` says why). The
+    tokenizer is written in the sacrebleu signature either way (`tok:ja-mecab-...`,
+    `tok:char`).
     """
-    return TOKENIZERS.get(target.split("-", 1)[0].lower(), "13a")
+    wanted = _field_tokenizer(target)
+    return FALLBACK_TOKENIZER if wanted in _EXTRA and _unavailable(wanted) else wanted
+
+
+def tokenizer_note(target: str) -> str:
+    """A sentence for the report where BLEU falls back to characters; "" otherwise."""
+    wanted = _field_tokenizer(target)
+    if wanted not in _EXTRA or not _unavailable(wanted):
+        return ""
+    language, extra = _EXTRA[wanted]
+    return (
+        f"BLEU is computed on characters (`tok:char`): sacrebleu's `{wanted}`, the usual "
+        f"tokenizer for {language}, needs MeCab and its dictionary (`pip install "
+        f"'sacrebleu[{extra}]'`), which are not installed here; chrF does not depend on it."
+    )
 
 
 def reference_streams(references: Sequence[Sequence[str]]) -> list[list[str | None]]:

@@ -9,13 +9,13 @@ Transformer, `length_curves` BLEU against source length for several runs (Fig. 2
 directory can redraw it without the model.
 
 Every label stays legible: a cell is `CELL_INCHES` square, so the figure grows with the
-sentence, and the font size is fixed at `FONT_SIZE`. Fonts come from a fallback list
-(`font_families`): DejaVu Sans (Latin, Greek, Cyrillic, Arabic, Hebrew, many symbols),
-then whichever Noto fonts are installed for CJK, Arabic, Hebrew and so on. Characters no
-installed font has are drawn as boxes; instead of matplotlib's per-glyph warnings, one log
-message names them (see `missing_glyphs`). Shaping and right-to-left order are left to
-matplotlib; older versions draw Arabic and Hebrew letters unjoined and left to right.
-SVGs keep their text as text (`svg.fonttype: none`), so they can be searched.
+sentence, and the font size is fixed at `FONT_SIZE`. Every script reads right: each label
+set (source labels, target labels, a legend, a title) gets fonts that cover its
+characters and is drawn in reading order, right to left included (`attnmt.scripts`: Noto
+fonts first; a script no installed font has gets one warning naming the package to
+install). Only the drawing changes: the tokens and the saved plot data keep the order of
+the data. SVGs keep their text as text (`svg.fonttype: none`), so they can be searched
+(with a matplotlib older than 3.11 that had to shape Arabic or Hebrew labels, as paths).
 
 Figures are `matplotlib.figure.Figure` objects drawn without pyplot: no global backend
 switch, no window, nothing left open.
@@ -24,102 +24,49 @@ switch, no window, nothing left open.
 from __future__ import annotations
 
 import json
-import logging
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
-from matplotlib import font_manager
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ft2font import FT2Font
 
 from attnmt.arrays import to_numpy
+from attnmt.scripts import BASE_FONT, LabelSet, label_set
+from attnmt.scripts import missing_glyphs as missing_glyphs  # part of this module's API
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-log = logging.getLogger(__name__)
-
 CELL_INCHES = 0.3  # side of one attention cell: ~0.3 in per token keeps 9 pt labels apart
 MIN_INCHES = 2.0  # smallest side of a heatmap, so a two-word sentence is still readable
 FONT_SIZE = 9
-# Tried in order; the first is matplotlib's own and always present.
-FONT_PREFERENCE = (
-    "DejaVu Sans",
-    "Noto Sans",
-    "Noto Sans CJK JP",
-    "Noto Sans CJK SC",
-    "Noto Sans Arabic",
-    "Noto Sans Hebrew",
-    "Noto Sans Devanagari",
-    "Noto Sans Symbols",
-    "Noto Sans Symbols2",
-    "Noto Emoji",
-    "WenQuanYi Zen Hei",
-    "Droid Sans Fallback",
-)
 
 
 # --- fonts ---------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
-def font_families() -> tuple[str, ...]:
-    """The installed families of `FONT_PREFERENCE`, in order: the font fallback list."""
-    installed = {entry.name for entry in font_manager.fontManager.ttflist}
-    return tuple(name for name in FONT_PREFERENCE if name in installed) or ("DejaVu Sans",)
-
-
-@lru_cache(maxsize=1)
-def _covered_codepoints() -> frozenset[int]:
-    """Every code point some font of `font_families()` has a glyph for."""
-    covered: set[int] = set()
-    for name in font_families():
-        properties = font_manager.FontProperties(family=name)
-        path = font_manager.findfont(properties, fallback_to_default=False)
-        covered.update(FT2Font(path).get_charmap())
-    return frozenset(covered)
-
-
-def missing_glyphs(texts: Sequence[str]) -> list[str]:
-    """The characters of `texts` that no installed font of the fallback list can draw."""
-    covered = _covered_codepoints()
-    chars = {c for text in texts for c in text if not c.isspace()}
-    return sorted(c for c in chars if ord(c) not in covered)
-
-
-def _report_missing(texts: Sequence[str], path_stem: Path) -> None:
-    missing = missing_glyphs(texts)
-    if missing:
-        names = " ".join(f"{c} (U+{ord(c):04X})" for c in missing)
-        log.warning(
-            "%s: no installed font has %s; they are drawn as boxes (install e.g. a Noto "
-            "font for that script)",
-            path_stem,
-            names,
-        )
-
-
 @contextmanager
-def _drawing() -> Iterator[None]:
-    """Local style and warning filters: fallback fonts, text kept as text in SVG."""
+def _drawing(*label_sets: LabelSet) -> Iterator[None]:
+    """Local style and warning filters: base font, text kept as text in SVG."""
     style = {
-        "font.family": list(font_families()),
+        "font.family": [BASE_FONT],  # for our own words; label sets bring their fonts
         "font.size": FONT_SIZE,
-        "svg.fonttype": "none",
+        # Text written into an SVG is laid out again by its reader, bidi included: labels
+        # shaped here for an old matplotlib would be reversed twice, so they become paths.
+        "svg.fonttype": "path" if any(s.reshaped for s in label_sets) else "none",
         "svg.hashsalt": "attnmt",  # stable ids: the same data gives the same SVG
     }
     with matplotlib.rc_context(style), warnings.catch_warnings():
-        # Reported once, by `_report_missing`, instead of once per glyph and per format.
-        warnings.filterwarnings("ignore", r"Glyph \d+ .*missing from", UserWarning)
-        warnings.filterwarnings("ignore", "Matplotlib currently does not support", UserWarning)
+        if any(s.missing for s in label_sets):
+            # Reported once per script by `attnmt.scripts`, not once per glyph and format.
+            warnings.filterwarnings("ignore", r"Glyph \d+ .*missing from", UserWarning)
+            warnings.filterwarnings("ignore", "Matplotlib currently does not support", UserWarning)
         yield
 
 
@@ -161,8 +108,8 @@ def _label_inches(tokens: Sequence[str]) -> float:
 def _draw_matrix(
     ax: Axes,
     weights: np.ndarray,
-    src_tokens: Sequence[str],
-    tgt_tokens: Sequence[str],
+    src: LabelSet,
+    tgt: LabelSet,
     *,
     src_labels: bool = True,
     tgt_labels: bool = True,
@@ -171,8 +118,8 @@ def _draw_matrix(
     ax.imshow(weights, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
     ax.xaxis.tick_top()
     text = {"parse_math": False}  # a "$" in a token is a dollar, not mathtext
-    ax.set_xticks(range(len(src_tokens)), list(src_tokens), rotation=90, **text)
-    ax.set_yticks(range(len(tgt_tokens)), list(tgt_tokens), **text)
+    ax.set_xticks(range(len(src.shown)), src.shown, rotation=90, **text, **src.style())
+    ax.set_yticks(range(len(tgt.shown)), tgt.shown, **text, **tgt.style())
     ax.tick_params(length=0, labeltop=src_labels, labelleft=tgt_labels)
 
 
@@ -212,13 +159,13 @@ def heatmap(
         weights: (T, S); src_tokens: S labels; tgt_tokens: T labels
     """
     array = _check(weights, src_tokens, tgt_tokens, 2, "(T, S)")
-    _report_missing([*src_tokens, *tgt_tokens, title or ""], Path(path_stem))
-    with _drawing():
+    src, tgt, head = label_set(src_tokens), label_set(tgt_tokens), label_set([title or ""])
+    with _drawing(src, tgt, head):
         fig = Figure(figsize=(_side(len(src_tokens)), _side(len(tgt_tokens))))
         ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
-        _draw_matrix(ax, array, src_tokens, tgt_tokens)
+        _draw_matrix(ax, array, src, tgt)
         if title:
-            ax.set_title(title)
+            ax.set_title(head.shown[0], **head.style())
         return _save(fig, path_stem, formats, dpi)
 
 
@@ -244,8 +191,8 @@ def heatmap_grid(
     """
     array = _check(weights, src_tokens, tgt_tokens, 4, "(L, H, T, S)")
     layers, heads = array.shape[:2]
-    _report_missing([*src_tokens, *tgt_tokens, title or ""], Path(path_stem))
-    with _drawing():
+    src, tgt, head = label_set(src_tokens), label_set(tgt_tokens), label_set([title or ""])
+    with _drawing(src, tgt, head):
         # Panels as `heatmap` draws them, plus room for the outer labels and titles;
         # constrained layout then keeps titles, head titles and labels from overlapping.
         width = _side(len(src_tokens)) * heads + _label_inches(tgt_tokens) + 0.5
@@ -253,22 +200,22 @@ def heatmap_grid(
         fig = Figure(figsize=(width, height), layout="constrained")
         axes = fig.subplots(layers, heads, squeeze=False)
         for layer in range(layers):
-            for head in range(heads):
-                ax = axes[layer, head]
+            for column in range(heads):
+                ax = axes[layer, column]
                 _draw_matrix(
                     ax,
-                    array[layer, head],
-                    src_tokens,
-                    tgt_tokens,
+                    array[layer, column],
+                    src,
+                    tgt,
                     src_labels=layer == 0,
-                    tgt_labels=head == 0,
+                    tgt_labels=column == 0,
                 )
                 if layer == 0:
-                    ax.set_title(f"head {head + 1}")
-                if head == 0:
+                    ax.set_title(f"head {column + 1}")
+                if column == 0:
                     ax.set_ylabel(f"layer {layer + 1}")
         if title:
-            fig.suptitle(title)
+            fig.suptitle(head.shown[0], **head.style())
         return _save(fig, path_stem, formats, dpi)
 
 
@@ -288,21 +235,22 @@ def length_curves(
     whose empty buckets were left out still line up.
     """
     buckets = {int(row["hi"]): str(row["label"]) for rows in curves.values() for row in rows}
-    _report_missing([*curves, title or ""], Path(path_stem))
-    with _drawing():
+    names, head = label_set(curves), label_set([title or ""])
+    with _drawing(names, head):
         fig = Figure(figsize=(max(6.0, 0.6 * len(buckets)), 4.0), layout="constrained")
         ax = fig.add_subplot()
-        for name, rows in curves.items():
-            ax.plot([r["hi"] for r in rows], [r[metric] for r in rows], marker="o", label=name)
+        for shown, rows in zip(names.shown, curves.values(), strict=True):
+            ax.plot([r["hi"] for r in rows], [r[metric] for r in rows], marker="o", label=shown)
         edges = sorted(buckets)
         ax.set_xticks(edges, [buckets[e] for e in edges], rotation=45 if len(edges) > 8 else 0)
         ax.set_xlabel("source sentence length (words)")
         ax.set_ylabel({"bleu": "BLEU", "chrf": "chrF"}.get(metric, metric))
         ax.grid(alpha=0.3)
         if curves:
-            ax.legend()
+            for text in ax.legend().get_texts():  # run names: any script
+                text.set(**names.style())
         if title:
-            ax.set_title(title)
+            ax.set_title(head.shown[0], **head.style())
         return _save(fig, path_stem, formats, dpi)
 
 

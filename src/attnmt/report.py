@@ -66,6 +66,7 @@ def markdown(result: dict[str, Any], plot_name: str) -> str:
         f"| chrF | {result['chrf']:.2f} | `{_cell(result['chrf_signature'])}` |",
         f"| exact match (%) | {result['exact']:.2f} | first reference |",
         "",
+        *([result["bleu_note"], ""] if result.get("bleu_note") else []),
         "## BLEU by source length",
         "",
         markdown_table(result["bleu_by_length"]),

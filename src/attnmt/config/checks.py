@@ -62,9 +62,11 @@ _NON_NEGATIVE = {
         "valid_examples": "",
         "patience": "never stop early",
         "entropy_weight": "",
+        "reinforce_weight": "",
+        "doubly_stochastic": "off",
     },
 }
-_FRACTIONS = {"model": ("dropout",), "train": ("label_smoothing",)}
+_FRACTIONS = {"model": ("dropout", "hard_expectation"), "train": ("label_smoothing",)}
 # What the fixed-choice (Literal) keys are called in messages.
 _CHOICE_NAMES = {"hard_eval": "hard-attention evaluation", "subword_type": "subword type"}
 
@@ -147,6 +149,11 @@ def check_model(cfg: ModelConfig) -> None:
         raise ConfigError(
             f"model.mode='hard' works with {' and '.join(ATTENTIONAL_RNNS)}, not "
             f"model.name={cfg.name!r}; use model.mode=soft"
+        )
+    if cfg.context_gate and cfg.name not in ATTENTIONAL_RNNS:
+        raise ConfigError(
+            f"model.context_gate gates the context of {' and '.join(ATTENTIONAL_RNNS)} "
+            f"(Xu et al. 2015 §4.2.1), not of model.name={cfg.name!r}; set it to false"
         )
     if cfg.name == "transformer" and cfg.hidden_size % cfg.heads:
         raise ConfigError(
@@ -286,10 +293,23 @@ def check_train(cfg: TrainConfig) -> None:
     _check_fields(cfg, "train")
 
 
+def check_combination(cfg: Config) -> None:
+    """What one section asks of another (each section itself is checked on its own)."""
+    if cfg.train.doubly_stochastic and (
+        cfg.model.name not in ATTENTIONAL_RNNS or cfg.model.mode != "soft"
+    ):
+        raise ConfigError(
+            "train.doubly_stochastic penalises the soft attention of "
+            f"{' and '.join(ATTENTIONAL_RNNS)} (Xu et al. 2015 §4.2.1), not "
+            f"model.name={cfg.model.name!r} with model.mode={cfg.model.mode!r}; set it to 0"
+        )
+
+
 SECTION_CHECKS: dict[type, Any] = {
     DataConfig: check_data,
     ModelConfig: check_model,
     TrainConfig: check_train,
+    Config: check_combination,  # its sections were checked as they were built
 }
 
 
@@ -302,5 +322,4 @@ def check(cfg: Config | DataConfig | ModelConfig | TrainConfig) -> None:
     if isinstance(cfg, Config):
         for section in (cfg.data, cfg.model, cfg.train):
             check(section)
-        return
     SECTION_CHECKS[type(cfg)](cfg)

@@ -90,6 +90,12 @@ class ModelConfig:
     # values start with sharper attention (docs/attention.md).
     cosine_beta: Literal["query", "learned", "fixed"] = "query"
     cosine_beta_init: float = 1.0
+    # Xu et al. 2015, for the attentional RNNs: a gating scalar on the context,
+    # beta_t = sigmoid(f_beta(query)) (§4.2.1); and, for hard attention, the share of
+    # training sentences whose sampled positions are replaced by their expectation, the
+    # soft context (§4.1; Xu et al. used 0.5). docs/attention.md.
+    context_gate: bool = False
+    hard_expectation: float = 0.0
 
 
 @dataclass
@@ -136,6 +142,15 @@ class TrainConfig:
     patience: int = 0
     # Hard attention (REINFORCE, Xu et al. 2015 §4.1): weight of the entropy bonus.
     entropy_weight: float = 0.01
+    # Hard attention (Xu et al. 2015 §4.1): lambda_r, the weight of the REINFORCE term,
+    # and its baseline: "sentence" (b <- 0.9 b + 0.1 mean R, R a sentence's log-likelihood)
+    # or "token" (b tracks the mean log-likelihood per target token; advantage R - b |y|,
+    # so a sentence's length no longer decides the sign of its advantage).
+    reinforce_weight: float = 1.0
+    reinforce_baseline: Literal["sentence", "token"] = "sentence"
+    # Soft attention (Xu et al. 2015 §4.2.1, eq. 14): lambda of the doubly stochastic
+    # penalty lambda Σ_i (1 - Σ_t alpha_ti)^2, per sentence (attentional RNNs; 0 = off).
+    doubly_stochastic: float = 0.0
     # Stop after this many non-finite losses in a row (each one's batch is skipped).
     max_nonfinite: int = 5
     # Also write TensorBoard event files into run_dir/tensorboard (needs `tensorboard`).

@@ -31,7 +31,7 @@ from attnmt.inference.alignment import (
 from attnmt.inference.attention_maps import AttentionChoice, forced_weights, select
 from attnmt.inference.runs import LoadedRun
 from attnmt.inference.translator import translate_ids
-from attnmt.metrics import bleu_by_length, bleu_tokenizer, corpus_scores
+from attnmt.metrics import bleu_by_length, bleu_tokenizer, corpus_scores, tokenizer_note
 
 
 def evaluate_examples(
@@ -106,6 +106,8 @@ def evaluate_examples(
         "max_len_ratio": max_len_ratio,
         "parameters": sum(p.numel() for p in loaded.model.parameters()),
         **scores,
+        "bleu_tokenizer": tokenize,
+        "bleu_note": tokenizer_note(cfg.data.tgt),  # "" unless BLEU fell back to characters
         "bleu_by_length": by_length,
         "speed": {
             "sentences": len(examples),

@@ -54,14 +54,18 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     check_model(cfg)
     D, E = cfg.hidden_size, cfg.embed_size
     common = {"embed_size": E, "hidden_size": D, "layers": cfg.layers, "dropout": cfg.dropout}
+    # The attentional RNNs' options from Xu et al. 2015 (and how hard attention evaluates).
+    xu = {
+        "hard_eval": cfg.hard_eval,
+        "context_gate": cfg.context_gate,
+        "hard_expectation": cfg.hard_expectation,
+    }
     if cfg.name == "rnnencdec":
         return RNNEncDec(src_vocab_size, tgt_vocab_size, **common)
     if cfg.name == "rnnsearch":
         # query s_{i-1}, keys h_j = [->h_j; <-h_j]
         attn = _attention(cfg, query_dim=D, key_dim=KEY_WIDTHS["rnnsearch"] * D)
-        return RNNSearch(
-            src_vocab_size, tgt_vocab_size, attention=attn, hard_eval=cfg.hard_eval, **common
-        )
+        return RNNSearch(src_vocab_size, tgt_vocab_size, attention=attn, **common, **xu)
     if cfg.name == "luong":
         attn = _attention(cfg, query_dim=D, key_dim=KEY_WIDTHS["luong"] * D)  # h_t, h̄_s
         return LuongNMT(
@@ -69,8 +73,8 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
             tgt_vocab_size,
             attention=attn,
             input_feeding=cfg.input_feeding,
-            hard_eval=cfg.hard_eval,
             **common,
+            **xu,
         )
     if cfg.share_embeddings and src_vocab_size != tgt_vocab_size:
         raise ConfigError(

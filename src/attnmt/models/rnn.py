@@ -60,6 +60,7 @@ class RNNMemory(BatchFirst):
     summary: Tensor | None = None
     final_h: Tensor | None = None
     final_c: Tensor | None = None
+    expect: Tensor | None = None  # (B,) bool: Xu's expectation instead of a sample (§4.1)
 
 
 @dataclass
@@ -101,14 +102,32 @@ class AttentionalRNN(Seq2Seq):
         hard_eval: hard mode in eval(): "argmax" (the attention's own choice) or "soft"
             (the expected context Σ_s p_s h_s under the distribution positions are sampled
             from, Xu et al. §4.2's deterministic approximation).
+        context_gate: Xu et al. §4.2.1's gating scalar: the context is multiplied by
+            beta_t = sigmoid(w_betaᵀ q_t + b_beta), q_t the attention's query (s_{i-1} in
+            RNNsearch, which is Xu's h_{t-1}; h_t in Luong's decoder).
+        hard_expectation: hard mode in training: the probability that a sentence uses the
+            expected context Σ_s p_s h_s instead of sampled positions for the whole forward
+            pass (Xu et al. §4.1: 0.5), which lowers the variance of learning; such a
+            sentence contributes no REINFORCE term (its log-probabilities are 0).
     """
 
-    def __init__(self, attention: Attention, hard_eval: str = "argmax") -> None:
+    def __init__(
+        self,
+        attention: Attention,
+        hard_eval: str = "argmax",
+        *,
+        context_gate: bool = False,
+        hard_expectation: float = 0.0,
+    ) -> None:
         super().__init__()
         if hard_eval not in HARD_EVAL:
             raise ValueError(f"hard_eval must be one of {list(HARD_EVAL)}, got {hard_eval!r}")
+        if not 0.0 <= hard_expectation < 1.0:
+            raise ValueError(f"hard_expectation must be in [0, 1), got {hard_expectation!r}")
         self.attention = attention
         self.hard_eval = hard_eval
+        self.hard_expectation = hard_expectation
+        self.gate = nn.Linear(attention.query_dim, 1) if context_gate else None  # f_beta
 
     @property
     def hard(self) -> bool:
@@ -133,7 +152,27 @@ class AttentionalRNN(Seq2Seq):
         if self.hard and not self.training and self.hard_eval == "soft":
             context = AF.attend(out.probs, memory.annotations)  # E_p[h_s]: (B, T, Dk)
             out = dataclasses.replace(out, context=context, weights=out.probs, log_prob=None)
+        if self.hard and self.training and memory.expect is not None:
+            rows = memory.expect[:, None]  # (B, 1): these sentences take the expectation
+            expected = AF.attend(out.probs, memory.annotations)  # E_p[h_s]: (B, T, Dk)
+            out = dataclasses.replace(
+                out,
+                context=torch.where(rows[..., None], expected, out.context),
+                weights=torch.where(rows[..., None], out.probs, out.weights),
+                log_prob=torch.where(rows, torch.zeros_like(out.log_prob), out.log_prob),
+            )
+        if self.gate is not None:
+            beta = torch.sigmoid(self.gate(query))  # beta_t, Xu §4.2.1: (B, T, 1)
+            out = dataclasses.replace(out, context=beta * out.context)
         return out
+
+    def draw_expectations(self, memory: RNNMemory) -> None:
+        """Training with `hard_expectation`: choose the sentences of this forward pass that
+        use the expected context (one draw per sentence, kept for all its steps)."""
+        if self.hard and self.training and self.hard_expectation > 0:
+            batch = memory.annotations.shape[0]
+            draw = torch.rand(batch, device=memory.annotations.device)
+            memory.expect = draw < self.hard_expectation  # (B,)
 
     def collect(
         self, outs: list[AttentionOutput], need_weights: bool

@@ -64,8 +64,12 @@ class RNNSearch(AttentionalRNN):
         layers: int = 1,
         dropout: float = 0.0,
         hard_eval: str = "argmax",
+        context_gate: bool = False,
+        hard_expectation: float = 0.0,
     ) -> None:
-        super().__init__(attention, hard_eval)
+        super().__init__(
+            attention, hard_eval, context_gate=context_gate, hard_expectation=hard_expectation
+        )
         E, D = embed_size, hidden_size
         if attention.query_dim != D or attention.key_dim != 2 * D:
             raise ValueError(
@@ -133,6 +137,7 @@ class RNNSearch(AttentionalRNN):
         """
         check_inputs(src, src_mask, tgt_in)
         memory = self.encode(src, src_mask)
+        self.draw_expectations(memory)
         state = self.init_state(memory)
         embedded = self.dropout(self.tgt_embed(tgt_in))  # E y_{i-1}: (B, T, E)
         features, outs = [], []

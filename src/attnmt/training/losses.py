@@ -1,5 +1,7 @@
 """The training loss: cross-entropy over the target tokens (`batch_loss`), plus, for hard
-attention, the REINFORCE terms below.
+attention, the REINFORCE terms below, and for soft attention, optionally, Xu et al.'s
+doubly stochastic penalty (eq. 14): λ Σ_i (1 - Σ_t α_ti)² per sentence, which asks every
+source position to receive about one unit of attention over the whole output.
 
 REINFORCE terms for hard attention (Xu et al. 2015 "Show, Attend and Tell" §4.1).
 
@@ -9,8 +11,15 @@ with REINFORCE: the reward is the log-likelihood of the target sentence given th
 positions, a moving-average baseline b reduces its variance, and an entropy bonus H[s]
 keeps the attention from collapsing early:
 
-    L = -Σ_t (R - b) · log p(s_t | a) - λ_e · Σ_t H[s_t],  R = log p(y | s̃, a) (detached)
+    L = -λ_r Σ_t (R - b) · log p(s_t | a) - λ_e · Σ_t H[s_t],  R = log p(y | s̃, a) (detached)
     b ← 0.9 b + 0.1 · mean(R)                            (Xu et al. §4.1, updated per batch)
+
+R is the plain log-likelihood of the target, also when the cross-entropy is label-smoothed
+(a smoothed loss is not log p(y | a, x)). With `train.reinforce_baseline: token` the
+baseline follows the mean log-likelihood per target token and a sentence of n tokens is
+compared with n·b, so its advantage no longer grows with its length. `train.
+reinforce_weight` is λ_r; `model.hard_expectation` (the expectation in place of the sample
+for some sentences, Xu's other variance trick) is in the model (attnmt.models.rnn).
 """
 
 from __future__ import annotations
@@ -37,11 +46,12 @@ def reinforce_loss(
     tgt_mask: Tensor,
     *,
     entropy_weight: float,
+    reinforce_weight: float = 1.0,
 ) -> Tensor:
     """The REINFORCE surrogate of Xu et al. 2015 eq. 12, summed over sentences and steps.
 
-    `-Σ_b Σ_t m_bt [(R_b - b) · log p(s_bt) + λ_e · H_bt]`, m the target mask. Its gradient
-    is (minus) the REINFORCE estimate of eq. 12's second and third terms (λ_r = 1); the
+    `-Σ_b Σ_t m_bt [λ_r (R_b - b_b) · log p(s_bt) + λ_e · H_bt]`, m the target mask. Its
+    gradient is (minus) the REINFORCE estimate of eq. 12's second and third terms; the
     first term is the ordinary cross-entropy, which the caller adds. `reward` is detached
     here, so the reward itself is never differentiated. Divide by the number of target
     tokens (as the cross-entropy is) before adding.
@@ -51,9 +61,11 @@ def reinforce_loss(
         attn_entropy: entropy H[s_t] of each step's attention distribution, or None (no
             entropy bonus).
         reward: R = log p(y | x, s̃), the target sentence's log-likelihood.
-        baseline: the moving-average baseline b (`Progress.baseline`, b ← 0.9 b + 0.1 mean(R)).
+        baseline: b: a number (`Progress.baseline`, b ← 0.9 b + 0.1 mean(R)) or one per
+            sentence (B,) (the per-token baseline times each sentence's length).
         tgt_mask: True at real target tokens (steps past a sentence's end are ignored).
         entropy_weight: λ_e.
+        reinforce_weight: λ_r.
 
     Shapes:
         attn_log_prob (B, T), attn_entropy (B, T), reward (B,), tgt_mask (B, T) -> ()
@@ -61,7 +73,7 @@ def reinforce_loss(
     mask = tgt_mask.to(attn_log_prob.dtype)  # (B, T)
     advantage = (reward.detach() - baseline).to(attn_log_prob.dtype)  # R - b: (B,)
     policy = (advantage.unsqueeze(1) * attn_log_prob * mask).sum()  # Σ (R - b) log p(s_t)
-    loss = -policy
+    loss = -reinforce_weight * policy
     if attn_entropy is not None and entropy_weight:
         loss = loss - entropy_weight * (attn_entropy * mask).sum()  # - λ_e Σ H[s_t]
     return loss
@@ -91,8 +103,9 @@ def batch_loss(
     if dtype is None and cfg.train.precision == "bf16":
         dtype = torch.bfloat16
     device_type = batch.src.device.type
+    penalty = cfg.train.doubly_stochastic
     with torch.autocast(device_type, dtype=dtype or torch.float32, enabled=dtype is not None):
-        out = model(batch.src, batch.src_mask, batch.tgt_in)
+        out = model(batch.src, batch.src_mask, batch.tgt_in, need_weights=penalty > 0)
     logits = out.logits.float()
     vocab = logits.size(-1)
     nll = F.cross_entropy(
@@ -106,23 +119,48 @@ def batch_loss(
     global_tokens = distributed.all_reduce_sum(tokens.detach().float(), ctx)
     loss = nll.sum() / global_tokens * ctx.world_size
     stats = {"nll_sum": float(nll.detach().sum()), "tokens": int(tokens)}
+    if penalty > 0:
+        loss = loss + penalty * doubly_stochastic(out.weights, batch) / global_tokens * (
+            ctx.world_size
+        )
     if getattr(out, "attn_log_prob", None) is not None:
+        if cfg.train.label_smoothing:  # the reward is log p(y | a, x), never a smoothed loss
+            nll = F.cross_entropy(
+                logits.detach().reshape(-1, vocab), batch.tgt_out.reshape(-1),
+                ignore_index=PAD, reduction="none",
+            ).view_as(batch.tgt_out)  # fmt: skip
         loss = loss + _reinforce(out, nll, batch, cfg, progress, ctx)
     return loss, stats
+
+
+def doubly_stochastic(weights: Tensor, batch) -> Tensor:
+    """Xu et al. 2015 eq. 14's Σ_b Σ_i (1 - Σ_t α_bti)², over real tokens on both sides.
+
+    Shapes:
+        weights (B, T, S) -> ()
+    """
+    attention = weights.float() * batch.tgt_mask[:, :, None]  # steps past the end: 0
+    received = attention.sum(dim=1)  # Σ_t α_ti: (B, S)
+    return (((1.0 - received) ** 2) * batch.src_mask).sum()
 
 
 def _reinforce(out, nll, batch, cfg: Config, progress: Progress, ctx) -> torch.Tensor:
     """Xu et al. 2015 §4.1: reward = log-likelihood of the target, minus a moving baseline."""
     reward = -(nll.detach() * batch.tgt_mask).sum(dim=1)  # (B,) log p(y | x, sampled s)
+    per_token = cfg.train.reinforce_baseline == "token"
+    lengths = batch.tgt_mask.sum(dim=1).to(reward.dtype)  # (B,)
+    baseline = progress.baseline * lengths if per_token else progress.baseline
     loss = reinforce_loss(
         out.attn_log_prob,
         out.attn_entropy,
         reward,
-        progress.baseline,
+        baseline,
         batch.tgt_mask,
         entropy_weight=cfg.train.entropy_weight,
+        reinforce_weight=cfg.train.reinforce_weight,
     )
-    mean_reward = float(distributed.all_reduce_sum(reward.mean(), ctx)) / ctx.world_size
+    observed = reward / lengths.clamp(min=1) if per_token else reward  # (B,)
+    mean_reward = float(distributed.all_reduce_sum(observed.mean(), ctx)) / ctx.world_size
     progress.baseline = 0.9 * progress.baseline + 0.1 * mean_reward
     # reinforce_loss sums over sentences; scale like the cross-entropy (per target token).
     global_tokens = distributed.all_reduce_sum(batch.tgt_mask.sum().float(), ctx)
