@@ -10,7 +10,7 @@ from attnmt.config import load_config
 from attnmt.training import train
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "café", "naïve"]
-WORDS += ["Ελληνικά", "λόγος", "Привет", "мир", "שלום", "עולם", "مرحبا", "بالعالم", "🙂", "中文"]
+WORDS += ["Ελληνικά", "λόγος", "Привет", "мир", "שלום", "עולם", "مرحبا", "بالعالم", "🙂", "🚀"]
 TINY = [
     "data.batch_tokens=128",
     "model.embed_size=8",

@@ -125,7 +125,7 @@ def test_transformer_maps_every_layer_and_head_and_their_mean(client):
 
 
 def test_lines_keep_their_order_and_blank_lines_stay_blank(client):
-    lines = ["the cat", "", "שלום עולם", "   ", "🙂 café 中文", "مرحبا بالعالم"]
+    lines = ["the cat", "", "שלום עולם", "   ", "🙂 café 🚀", "مرحبا بالعالم"]
     results = translate(client, lines=lines).json()["translations"]
     assert [r["line"] for r in results] == [1, 2, 3, 4, 5, 6]
     assert [r["source"] for r in results] == [" ".join(x.split()) for x in lines]
@@ -134,6 +134,11 @@ def test_lines_keep_their_order_and_blank_lines_stay_blank(client):
     one_by_one = [translate(client, text=x).json()["translations"][0] for x in lines]
     assert [r["translation"] for r in results] == [r["translation"] for r in one_by_one]
     assert all(r["error"] is None for r in results)
+
+
+def test_an_empty_list_of_lines_gets_an_empty_list(client):
+    answer = translate(client, lines=[])
+    assert answer.status_code == 200 and answer.json()["translations"] == []
 
 
 def test_beam_and_a_model_without_attention(client):

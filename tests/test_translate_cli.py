@@ -23,17 +23,8 @@ from attnmt.data.alignments import parse_pharaoh
 from attnmt.inference import load_run, translate_ids
 from attnmt.plotting import load_arrays
 from attnmt.training import train
+from conftest import TINY, WORDS
 
-WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "café", "naïve"]
-WORDS += ["Ελληνικά", "λόγος", "Привет", "мир", "שלום", "עולם", "مرحبا", "بالعالم", "🙂", "🚀"]
-TINY = [
-    "data.batch_tokens=128",
-    "model.embed_size=8",
-    "model.hidden_size=16",
-    "train.validate_every=1000",
-    "train.valid_sentences=4",
-    "train.log_every=1000",
-]
 # Awkward input: empty and blank lines, scripts, right-to-left text, emoji.
 AWKWARD = [
     "the cat sat on the mat",

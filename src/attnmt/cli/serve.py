@@ -26,6 +26,15 @@ from attnmt.serve.app import API_KEY_ENV
 from attnmt.serve.schemas import MAX_BEAM
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# The limit flags: `Settings` field -> help (the default and the type come from Settings).
+LIMITS = {
+    "max_body_bytes": "a larger request body is answered 413 unread",
+    "max_lines": "lines per request; more are answered 413",
+    "max_line_chars": "characters per line; a longer line is answered with an error of its own",
+    "queue_size": "requests waiting per model; more are answered 503 with Retry-After",
+    "batch_lines": "lines of waiting requests decoded together",
+    "timeout": "seconds a request may wait and decode before 504",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,34 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"require this key on every /api call (default: ${API_KEY_ENV} if set)",
     )
     limits = parser.add_argument_group("limits")
-    limits.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes)
-    limits.add_argument(
-        "--max-lines", type=int, default=defaults.max_lines, help="lines per request"
-    )
-    limits.add_argument(
-        "--max-line-chars",
-        type=int,
-        default=defaults.max_line_chars,
-        help="characters per line; a longer line is answered with an error of its own",
-    )
-    limits.add_argument(
-        "--queue-size",
-        type=int,
-        default=defaults.queue_size,
-        help="requests waiting per model; more are answered 503 with Retry-After",
-    )
-    limits.add_argument(
-        "--batch-lines",
-        type=int,
-        default=defaults.batch_lines,
-        help="lines of waiting requests decoded together",
-    )
-    limits.add_argument(
-        "--timeout",
-        type=float,
-        default=defaults.timeout,
-        help="seconds a request may wait and decode before 504",
-    )
+    for name, help_text in LIMITS.items():
+        default = getattr(defaults, name)
+        limits.add_argument(
+            f"--{name.replace('_', '-')}", type=type(default), default=default, help=help_text
+        )
 
 
 def named_runs(specs: list[str]) -> dict[str, str]:
