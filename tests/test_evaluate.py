@@ -96,7 +96,9 @@ def test_empty_corpus_still_has_signatures():
 def test_bleu_tokenizer_follows_the_target_language():
     from attnmt.metrics import bleu_tokenizer
 
-    assert bleu_tokenizer("zh-ncv") == "zh" and bleu_tokenizer("ja-shinkaiyaku") == "char"
+    assert bleu_tokenizer("zh-ncv") == "zh"
+    # ja-mecab where MeCab is installed, else characters (tests/test_scripts_scores.py)
+    assert bleu_tokenizer("ja-shinkaiyaku") in ("ja-mecab", "char")
     assert bleu_tokenizer("fr-segond") == "13a" and bleu_tokenizer("en") == "13a"
     one_token_each = corpus_scores(["神は世を愛された"], [["神は世を愛した"]], tokenize="char")
     assert 0 < one_token_each["bleu"] < 100

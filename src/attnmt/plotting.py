@@ -48,7 +48,7 @@ MIN_INCHES = 2.0  # smallest side of a heatmap, so a two-word sentence is still 
 FONT_SIZE = 9
 
 
-# --- fonts ---------------------------------------------------------------------------------
+# --- drawing style -------------------------------------------------------------------------
 
 
 @contextmanager

@@ -102,7 +102,7 @@ SCRIPTS = (
         language="ko",
     ),
     Script(
-        "Han (Chinese characters)",
+        "Chinese (Han)",
         (
             *((0x2E80, 0x2FDF), (0x3000, 0x303F), (0x3400, 0x4DBF), (0x4E00, 0x9FFF)),
             *((0xF900, 0xFAFF), (0xFE30, 0xFE4F), (0xFF00, 0xFFEF), (0x20000, 0x3134F)),
@@ -180,14 +180,14 @@ _INVISIBLE = ("Cc", "Cf")  # controls; format characters (ZWJ, ZWNJ, direction m
 _NO_FONT = ("Co", "Cn", "Cs")  # private use, unassigned, surrogates: no public font has them
 
 
-def _drawn(texts: Iterable[str]) -> set[str]:
-    """The characters that need a glyph: not spaces, controls or invisible format marks."""
-    return {
-        c for t in texts for c in t if not c.isspace() and unicodedata.category(c) not in _INVISIBLE
-    }
+def _drawn(texts: Iterable[str]) -> list[str]:
+    """The characters that need a glyph (not spaces, controls or invisible format marks),
+    each once, in order of appearance."""
+    chars = (c for t in texts for c in t if not c.isspace())
+    return list(dict.fromkeys(c for c in chars if unicodedata.category(c) not in _INVISIBLE))
 
 
-def _preferred(chars: set[str]) -> list[str]:
+def _preferred(chars: list[str]) -> list[str]:
     """Font families for the scripts of `chars`, the most frequent script's first."""
     counts = Counter(s for s in map(script_of, chars) if s is not None)
     families: list[str] = []
@@ -207,13 +207,16 @@ def _fallbacks() -> tuple[str, ...]:
     regular = {
         e.name
         for e in font_manager.fontManager.ttflist
-        if e.name.startswith("Noto ") and e.style == "normal" and e.weight in (400, "normal")
+        if e.name.startswith("Noto ")
+        and "Color" not in e.name  # colour bitmaps (Noto Color Emoji) FreeType cannot scale
+        and e.style == "normal"
+        and e.weight in (400, "normal")
     }
     return tuple(sorted(regular & installed_families(), key=lambda f: (f[:9] != "Noto Sans", f)))
 
 
 def choose_fonts(texts: Iterable[str]) -> tuple[tuple[str, ...], list[str]]:
-    """(font fallback list for `texts`, the characters none of them has, sorted)."""
+    """(font fallback list for `texts`, the characters none of them has, as they appear)."""
     chars = _drawn(texts)
     preferred = _preferred(chars)
     if not preferred and all(ord(c) in charmap(BASE_FONT) for c in chars):
@@ -221,15 +224,16 @@ def choose_fonts(texts: Iterable[str]) -> tuple[tuple[str, ...], list[str]]:
     installed = installed_families()
     families = [f for f in preferred if f in installed] + [BASE_FONT]
     covered = set().union(*(charmap(f) for f in families))
-    missing = sorted(c for c in chars if ord(c) not in covered)
-    searched = [c for c in missing if unicodedata.category(c) not in _NO_FONT]
-    for family in _fallbacks() if searched else ():
-        if family not in families and any(ord(c) in charmap(family) for c in missing):
+    wanted = [c for c in chars if ord(c) not in covered and unicodedata.category(c) not in _NO_FONT]
+    for family in _fallbacks() if wanted else ():
+        found = {c for c in wanted if ord(c) in charmap(family)}
+        if found and family not in families:
             families.append(family)
-            missing = [c for c in missing if ord(c) not in charmap(family)]
-            if not missing:
+            covered |= charmap(family)
+            wanted = [c for c in wanted if c not in found]
+            if not wanted:
                 break
-    return tuple(families), missing
+    return tuple(families), [c for c in chars if ord(c) not in covered]
 
 
 def missing_glyphs(texts: Iterable[str]) -> list[str]:
@@ -250,45 +254,47 @@ def _name_and_package(char: str) -> tuple[str, str | None]:
     return (word.title() if word else f"U+{ord(char):04X}"), "fonts-noto-core"
 
 
-def warn_missing(missing: Iterable[str]) -> None:
-    """One warning per script (per process) whose characters no installed font has."""
+def warn_missing(missing: Iterable[str], texts: Iterable[str] = ()) -> None:
+    """One warning per script (per process) whose characters no installed font has,
+    naming the script, a label of `texts` it spoils and the package that adds a font."""
+    texts = list(texts)
     by_script: dict[tuple[str, str | None], list[str]] = {}
-    for char in missing:
+    for char in sorted(missing, key=lambda c: not unicodedata.category(c).startswith("L")):
         by_script.setdefault(_name_and_package(char), []).append(char)
     for (name, package), chars in by_script.items():
         if name in _warned:
             continue
         _warned.add(name)
-        examples = ", ".join(f"{c} (U+{ord(c):04X})" for c in chars[:3])
+        label = next((t for t in texts if chars[0] in t), chars[0])
+        codes = ", ".join(f"{c} U+{ord(c):04X}" for c in chars[:3])
         if package is None:
-            log.warning(
-                "%s characters such as %s have no font: drawn as empty boxes", name, examples
-            )
+            log.warning("%s characters (%s) have no font: drawn as empty boxes", name, codes)
             continue
         log.warning(
-            "no installed font has %s characters (%s): labels in %s are drawn as empty boxes; "
-            "install the %s package (Debian/Ubuntu: `sudo apt-get install %s`) or another font "
+            "no installed font has %s glyphs, so labels such as '%s' are drawn as empty boxes "
+            "(%s); install %s (Debian/Ubuntu: `sudo apt-get install %s`) or another font "
             "with %s",
             name,
-            examples,
-            name,
+            label,
+            codes,
             package,
             package,
             name,
         )
 
 
-def _warn_unshaped(chars: set[str]) -> None:
-    for script in {script_of(c) for c in chars}:
-        key = f"unshaped {script.name}" if script is not None else ""
-        if script is not None and script.complex and key not in _warned:
-            _warned.add(key)
-            log.warning(
-                "matplotlib %s places %s letters one by one, so vowel signs and conjuncts "
-                "may be drawn apart; matplotlib 3.11 or later shapes them",
-                matplotlib.__version__,
-                script.name,
-            )
+def _warn_unshaped(chars: list[str]) -> None:
+    """One warning per script an old matplotlib cannot shape (Devanagari, Bengali)."""
+    for script in dict.fromkeys(map(script_of, chars)):
+        if script is None or not script.complex or f"unshaped {script.name}" in _warned:
+            continue
+        _warned.add(f"unshaped {script.name}")
+        log.warning(
+            "matplotlib %s places %s letters one by one, so vowel signs and conjuncts may be "
+            "drawn apart; matplotlib 3.11 or later shapes them",
+            matplotlib.__version__,
+            script.name,
+        )
 
 
 # --- label sets ----------------------------------------------------------------------------
@@ -322,7 +328,7 @@ def label_set(texts: Iterable[str]) -> LabelSet:
     given = tuple(str(t) for t in texts)
     shown = tuple(display_text(t) for t in given)
     families, missing = choose_fonts(shown)
-    warn_missing(missing)
+    warn_missing(missing, given)
     chars = _drawn(given)
     if not RENDERER_SHAPES:
         _warn_unshaped(chars)
