@@ -102,3 +102,17 @@ def test_python_blocks_run(path, monkeypatch, tmp_path):
     namespace: dict = {"__name__": "__doc_test__"}
     for _, _, body in _blocks(path, "python"):
         exec(compile(body, str(path), "exec"), namespace)
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_relative_links_and_images_exist(path):
+    """Every relative link and image of a page points at a file of the repository."""
+    missing = [
+        target
+        for target in LINK.findall(path.read_text(encoding="utf-8"))
+        if "://" not in target and not (path.parent / target).exists()
+    ]
+    assert missing == [], f"{path.name} links to files that are not there: {missing}"
