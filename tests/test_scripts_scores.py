@@ -4,6 +4,8 @@ signature and the report; chrF beside it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from attnmt import metrics
@@ -75,3 +77,17 @@ def test_without_mecab_bleu_falls_back_to_characters_and_says_so(monkeypatch):
     report = markdown(result, "test-beam1-length.png")
     assert note in report and report.index(note) > report.index("| chrF |")
     assert note not in markdown({**result, "bleu_note": ""}, "test-beam1-length.png")
+
+
+def test_the_evaluate_summary_prints_the_tokenizer_note(capsys):
+    from attnmt.cli.evaluate import print_summary
+
+    result = {
+        "split": "test", "sentences": 2, "beam": 1, "bleu": 1.0, "chrf": 2.0, "exact": 0.0,
+        "references": 1, "bleu_signature": "nrefs:1|tok:char", "speed": {
+            "sentences_per_s": 1.0, "device": "cpu"},
+        "bleu_note": "BLEU on characters: MeCab is not installed", "truncated": [],
+    }  # fmt: skip
+    print_summary(result, [Path("runs/x/eval/test-beam1.json")])
+    out = capsys.readouterr().out
+    assert "tok:char" in out and "BLEU on characters: MeCab is not installed" in out

@@ -118,6 +118,8 @@ def print_summary(result: dict[str, Any], files: list[Path]) -> None:
         f"({result['references']} reference(s))"
     )
     print(f"  {result['bleu_signature']}")
+    if result.get("bleu_note"):  # e.g. Japanese BLEU on characters: MeCab is missing
+        print(f"  {result['bleu_note']}")
     alignment = result.get("alignment")
     if alignment and "aer" in alignment:
         print(
