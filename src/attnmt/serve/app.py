@@ -106,7 +106,7 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send, what: str) -> None:
-        detail = f"{what}; this server takes at most {self.limit:,} (--max-body-bytes)"
+        detail = f"{what}; this server takes at most {self.limit:,} bytes (--max-body-bytes)"
         response = JSONResponse({"detail": detail}, status_code=413)
         await response({"type": "http"}, None, send)
 
