@@ -118,6 +118,8 @@ def test_type_translate_see_and_hover(server, shots):
                 "!document.querySelector(\"section.panel[data-model='tf']\")"
                 ".classList.contains('busy')"
             )
+            words = tf.locator(".heatmap")
+            assert words.locator(".cell").count() > 0 or "has no words" in words.inner_text()
             tf.locator("select.level").select_option("subword")
             tf.locator(".heatmap .cell").first.wait_for()
             translation = arabic.locator(".translation")
