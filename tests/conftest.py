@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -21,12 +22,8 @@ TINY = [
 ]
 
 
-@pytest.fixture(scope="session")
-def tiny_runs(tmp_path_factory):
-    """name -> run directory: "rnn" (RNNsearch on a mixed-script TSV corpus, 80 steps),
-    "tf" (a 2-layer, 2-head Transformer, the same corpus) and "plain" (RNNencdec, no
-    attention)."""
-    root = tmp_path_factory.mktemp("served")
+def mixed_corpus(root) -> Path:
+    """`root/corpus.tsv`: 40 pairs of 1-7 words of WORDS, each target the source reversed."""
     rng = random.Random(0)
     rows = []
     for _ in range(40):
@@ -34,6 +31,16 @@ def tiny_runs(tmp_path_factory):
         rows.append(f"{' '.join(source)}\t{' '.join(reversed(source))}")
     corpus = root / "corpus.tsv"
     corpus.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return corpus
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory):
+    """name -> run directory: "rnn" (RNNsearch on a mixed-script TSV corpus, 80 steps),
+    "tf" (a 2-layer, 2-head Transformer, the same corpus) and "plain" (RNNencdec, no
+    attention)."""
+    root = tmp_path_factory.mktemp("served")
+    corpus = mixed_corpus(root)
     data = [f"data.cache_dir={root / 'cache'}", "data.corpus=tsv", "data.vocab_size=120"]
     data += [f"data.{split}_path={corpus}" for split in ("train", "dev", "test")]
     models = {

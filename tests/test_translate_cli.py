@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import random
 import subprocess
 import sys
 
@@ -23,7 +22,7 @@ from attnmt.data.alignments import parse_pharaoh
 from attnmt.inference import load_run, translate_ids
 from attnmt.plotting import load_arrays
 from attnmt.training import train
-from conftest import TINY, WORDS
+from conftest import TINY, mixed_corpus
 
 # Awkward input: empty and blank lines, scripts, right-to-left text, emoji.
 AWKWARD = [
@@ -41,13 +40,7 @@ AWKWARD = [
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("translate")
-    rng = random.Random(0)
-    rows = []
-    for _ in range(40):
-        source = [rng.choice(WORDS) for _ in range(rng.randint(1, 7))]
-        rows.append(f"{' '.join(source)}\t{' '.join(reversed(source))}")
-    corpus = root / "corpus.tsv"
-    corpus.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    corpus = mixed_corpus(root)
     cache = f"data.cache_dir={root / 'cache'}"
     spm = [f"data.{split}_path={corpus}" for split in ("train", "dev", "test")]
     train(
