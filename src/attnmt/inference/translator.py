@@ -269,10 +269,10 @@ class Translator:
             target_words=words.tgt_words,
             alignment=format_pharaoh(words.links),
             links=[list(link) for link in sorted(words.links)],
-            word_weights=_rounded(words.word_weights),
+            word_weights=rounded_matrix(words.word_weights),
             source_pieces=labels(self.vocab.src, sentence.ids),
             target_pieces=labels(self.vocab.tgt, result.tokens),
-            subword_weights=_rounded(select(result.weights, self.choice)),
+            subword_weights=rounded_matrix(select(result.weights, self.choice)),
         )
         if result.nbest is not None:
             record["nbest"] = [
@@ -287,5 +287,6 @@ class Translator:
         return record
 
 
-def _rounded(matrix) -> list[list[float]]:
+def rounded_matrix(matrix) -> list[list[float]]:
+    """A weight matrix as JSON-ready rows of floats, 5 decimals (translate, serve)."""
     return [[round(float(x), 5) for x in row] for row in matrix]

@@ -21,6 +21,7 @@ from attnmt.inference.attention_maps import (
     select,
     transformer_choice,
 )
+from attnmt.inference.translator import rounded_matrix
 from attnmt.serve.schemas import (
     MAX_BEAM,
     AttentionInfo,
@@ -32,7 +33,7 @@ from attnmt.serve.schemas import (
 )
 from attnmt.serve.worker import Options
 
-DIGITS = 5  # decimals of the weights in answers
+DIGITS = 5  # decimals of scores in answers (weights: `rounded_matrix`)
 
 
 @dataclass(frozen=True)
@@ -179,8 +180,8 @@ class RunDecoder:
                     layer=choice.layer if choice.transformer else None,
                     head=choice.head,
                     name=choice.describe(),
-                    subword=_rounded(matrix),
-                    word=_rounded(view.word_weights),
+                    subword=rounded_matrix(matrix),
+                    word=rounded_matrix(view.word_weights),
                     alignment=format_pharaoh(view.links),
                 )
                 for choice, matrix, view in maps
@@ -199,10 +200,6 @@ class RunDecoder:
             for layer in range(1, layers + 1)
             for head in (None, *range(1, heads + 1))
         ]
-
-
-def _rounded(matrix) -> list[list[float]]:
-    return [[round(float(x), DIGITS) for x in row] for row in matrix]
 
 
 def _side(data, side: str) -> str:
