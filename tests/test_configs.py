@@ -20,6 +20,11 @@ EXPECTED = {
     "hard",
     "transformer",
     "align-grc-en",
+    "captions-soft",
+    "captions-hard",
+    "captions-plain",
+    "glimpses",
+    "cluttered-cnn",
 }
 
 

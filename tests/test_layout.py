@@ -21,6 +21,12 @@ LAZY_IMPORTS = {
     # `attnmt data list` reads the corpus database without torch and sentencepiece.
     ("attnmt.cli.data", "attnmt.data.preparation"),
     ("attnmt.cli.data", "attnmt.data.alignments"),
+    ("attnmt.cli.data", "attnmt.data.images"),
+    ("attnmt.config.checks", "attnmt.data.images"),
+    # scikit-learn (the digits) and matplotlib load only when canvases are made or drawn.
+    ("attnmt.data.images", "sklearn.datasets"),
+    ("attnmt.data.images", "matplotlib.figure"),
+    ("attnmt.data.images", "matplotlib.patches"),
 }
 
 

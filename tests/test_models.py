@@ -275,7 +275,15 @@ def test_bad_inputs_raise_value_error():
 
 
 def test_model_names():
-    assert model_names() == ["rnnencdec", "rnnsearch", "luong", "transformer"]
+    assert model_names() == [
+        "rnnencdec",
+        "rnnsearch",
+        "luong",
+        "transformer",
+        "show-attend-tell",
+        "show-tell",
+        "glimpses",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -54,15 +54,37 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     data = preparing.prepare(cfg.data)
     seconds = time.perf_counter() - started
+    own = (*preparing.SYNTHETIC, *preparing.IMAGES)  # no source or target version to name
     if args.action == "prepare":
         if args.json:
-            shown = _shown(data.stats, preparing.SYNTHETIC)
+            shown = _shown(data.stats, own)
             print(json.dumps(shown, ensure_ascii=False, indent=2))
         else:
-            _print_stats(_shown(data.stats, preparing.SYNTHETIC), seconds, data.directory)
+            _print_stats(_shown(data.stats, own), seconds, data.directory)
+        return 0
+    if cfg.data.corpus in preparing.IMAGES:
+        _show_images(data, args.n)
         return 0
     _show(data, args.n)
     return 0
+
+
+def _show_images(data, n: int) -> None:
+    """Image tasks: the labels of the first examples of each split, and a picture of them
+    (`data.directory/show-SPLIT.png`) with each digit's box framed."""
+    from attnmt.data import images
+
+    for split in ("train", "dev", "test"):
+        examples = data.split(split)
+        print(f"== {split}: {len(examples):,} images")
+        shown = []
+        for ex in examples[:n]:
+            pixels = images.text_pixels(ex.src)
+            print(f"[{ex.id}] {pixels.shape[0]}x{pixels.shape[1]} pixels, digits: {ex.tgt}")
+            shown.append(images.Canvas(pixels, [int(d) for d in ex.tgt.split()], []))
+        if shown:
+            path = images.draw_examples(shown, data.directory / f"show-{split}.png", title=split)
+            print(f"   drawn: {path}")
 
 
 def _actions() -> int:

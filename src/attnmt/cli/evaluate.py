@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from attnmt.cli.options import add_decoding_arguments, check_decoding_arguments
+from attnmt.config import IMAGE_CORPORA
 from attnmt.data import prepare
 from attnmt.devices import pick_device
 from attnmt.errors import UserError
@@ -39,6 +40,7 @@ from attnmt.inference import (
     load_run,
     source_limit,
 )
+from attnmt.inference.vision import image_report
 from attnmt.report import write_report
 
 
@@ -88,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         batch_tokens=args.batch_tokens,
     )
     alignments = None
+    if loaded.cfg.data.corpus in IMAGE_CORPORA:
+        result["images"] = image_report(
+            loaded, examples, hypotheses, args.split, batch_tokens=args.batch_tokens
+        )
     if loaded.cfg.data.corpus == "alignments":
         if not getattr(loaded.model, "uses_attention", True):
             result["alignment"] = {"skipped": "the model has no attention"}
@@ -120,6 +126,19 @@ def print_summary(result: dict[str, Any], files: list[Path]) -> None:
     print(f"  {result['bleu_signature']}")
     if result.get("bleu_note"):  # e.g. Japanese BLEU on characters: MeCab is missing
         print(f"  {result['bleu_note']}")
+    pictures = result.get("images")
+    if pictures:
+        print(
+            f"digits: exact {pictures['exact']:.1f}%  per digit {pictures['digit_accuracy']:.1f}%"
+            f"  right length {pictures['right_length']:.1f}%"
+        )
+        where = pictures.get("localisation")
+        if where:
+            print(
+                f"  attention on the digit being read: {where['mass_on_digit']:.1f}% of the "
+                f"mass (uniform: {where['uniform']:.1f}%), peak inside its box "
+                f"{where['peak_on_digit']:.1f}% of {where['digits']} digits"
+            )
     alignment = result.get("alignment")
     if alignment and "aer" in alignment:
         print(

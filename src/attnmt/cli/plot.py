@@ -20,6 +20,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from attnmt.cli.options import add_decoding_arguments, check_decoding_arguments
+from attnmt.config import IMAGE_CORPORA
 from attnmt.data import prepare
 from attnmt.devices import pick_device
 from attnmt.errors import DataError, UserError
@@ -33,6 +34,7 @@ from attnmt.inference import (
     translate_ids,
     write_attention,
 )
+from attnmt.inference.vision import glimpse_path, redraw_looks, split_canvases, write_looks
 from attnmt.plotting import load_arrays
 
 FORMATS = ("png", "svg")
@@ -165,6 +167,10 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
         weights = [t.weights for t in translations]
         outputs = [t.text for t in translations]
     out_dir = Path(args.out) if args.out else loaded.run_dir / "plots"
+    if loaded.cfg.data.corpus in IMAGE_CORPORA:
+        return _draw_images(
+            args, loaded, indices, chosen, sources, targets, weights, out_dir, formats
+        )
     files: list[Path] = []
     for index, ex, src_ids, tgt_ids, w, output in zip(
         indices, chosen, sources, targets, weights, outputs, strict=True
@@ -187,6 +193,32 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
     return files
 
 
+def _draw_images(args, loaded, indices, chosen, sources, targets, weights, out_dir, formats):
+    """Image tasks: one panel per emitted digit, its attention over the image (and the
+    glimpse path of the glimpse model), the true digit boxes framed."""
+    canvases = split_canvases(loaded.cfg.data, args.split)
+    files: list[Path] = []
+    rows = zip(indices, chosen, sources, targets, weights, strict=True)
+    for index, ex, src_ids, tgt_ids, w in rows:
+        path = None
+        if hasattr(loaded.model, "glimpse_path"):
+            path = glimpse_path(loaded.model, src_ids)
+        files += write_looks(
+            out_dir / f"{args.split}-{index}",
+            w.numpy(),
+            ex.src,
+            labels(loaded.vocab.tgt, tgt_ids),
+            boxes=canvases[index].boxes,
+            path=path,
+            formats=formats,
+            id=ex.id,
+            model=loaded.cfg.model.name,
+            run=str(loaded.run_dir),
+            forced=args.reference,
+        )
+    return files
+
+
 def redraw(paths: list[str], args: argparse.Namespace, formats: list[str]) -> list[Path]:
     """Draw saved plot data again, with no model: the same pictures, or another view."""
     files: list[Path] = []
@@ -202,6 +234,9 @@ def redraw(paths: list[str], args: argparse.Namespace, formats: list[str]) -> li
                 "metadata); give a file from `attnmt plot` or `attnmt translate --plot`"
             ) from None
         stem = (Path(args.out) / path.stem) if args.out else path.with_suffix("")
+        if "image" in data.meta:
+            files += redraw_looks(data, stem, formats=formats)
+            continue
         files += draw_saved(
             data, stem, layer=args.align_layer, head=args.align_head, formats=formats
         )

@@ -19,6 +19,8 @@ arguments.
 from attnmt.config.checks import (
     ATTENTIONAL_RNNS,
     CORPORA,
+    IMAGE_CORPORA,
+    IMAGE_MODELS,
     KEY_WIDTHS,
     MODELS,
     attention_options,
@@ -40,6 +42,8 @@ from attnmt.config.sections import Config, DataConfig, ModelConfig, TrainConfig
 __all__ = [
     "ATTENTIONAL_RNNS",
     "CORPORA",
+    "IMAGE_CORPORA",
+    "IMAGE_MODELS",
     "KEY_WIDTHS",
     "MODELS",
     "Config",

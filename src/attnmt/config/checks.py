@@ -18,18 +18,36 @@ from attnmt.errors import ConfigError, UserError
 
 # The models `attnmt.models.build_model` builds (defined here: the models import this
 # module, never the other way round).
-MODELS = ("rnnencdec", "rnnsearch", "luong", "transformer")
+MODELS = (
+    "rnnencdec",
+    "rnnsearch",
+    "luong",
+    "transformer",
+    "show-attend-tell",
+    "show-tell",
+    "glimpses",
+)
 # The attentional RNNs, with the width of their attention keys in units of hidden_size:
-# RNNsearch attends over bidirectional encoder states [->h_j; <-h_j], Luong over h_s.
-KEY_WIDTHS = {"rnnsearch": 2, "luong": 1}
+# RNNsearch attends over bidirectional encoder states [->h_j; <-h_j], Luong over h_s,
+# Show-Attend-Tell over CNN annotation vectors as wide as RNNsearch's.
+KEY_WIDTHS = {"rnnsearch": 2, "luong": 1, "show-attend-tell": 2}
 ATTENTIONAL_RNNS = tuple(KEY_WIDTHS)
+# The models that read images (pixel tokens, attnmt.data.images) and the corpora they read.
+IMAGE_MODELS = ("show-attend-tell", "show-tell", "glimpses")
+IMAGE_CORPORA = ("digits", "cluttered")
 # The corpora `attnmt.data.preparation` reads (a test keeps the two lists equal).
-CORPORA = ("bible", "files", "tsv", "alignments", "reverse", "copy", "sort")
+CORPORA = ("bible", "files", "tsv", "alignments", "reverse", "copy", "sort", *IMAGE_CORPORA)
 
 # Numbers: > 0, >= 0 (what 0 means, where it means something), or in [0, 1). Every int
 # and float key is in one of these (a test says so), seeds excepted.
 _POSITIVE = {
-    "data": ("vocab_size", "batch_tokens", "synthetic_train_size", "synthetic_max_len"),
+    "data": (
+        "vocab_size",
+        "batch_tokens",
+        "synthetic_train_size",
+        "synthetic_max_len",
+        "synthetic_dev_size",
+    ),
     "model": (
         "embed_size",
         "hidden_size",
@@ -39,6 +57,9 @@ _POSITIVE = {
         "window",
         "cosine_beta_init",
         "max_source_len",
+        "image_height",
+        "glimpses",
+        "location_std",
     ),
     "train": (
         "lr",
@@ -66,6 +87,7 @@ _NON_NEGATIVE = {
         "doubly_stochastic": "off",
     },
 }
+
 _FRACTIONS = {"model": ("dropout", "hard_expectation"), "train": ("label_smoothing",)}
 # What the fixed-choice (Literal) keys are called in messages.
 _CHOICE_NAMES = {"hard_eval": "hard-attention evaluation", "subword_type": "subword type"}
@@ -145,7 +167,7 @@ def check_model(cfg: ModelConfig) -> None:
     _choose("model.scope", cfg.scope, names["scope"], "attention scope")
     _choose("model.mode", cfg.mode, names["mode"], "attention mode")
     _check_fields(cfg, "model")
-    if cfg.mode == "hard" and cfg.name not in ATTENTIONAL_RNNS:
+    if cfg.mode == "hard" and cfg.name not in ATTENTIONAL_RNNS:  # glimpses: its own policy
         raise ConfigError(
             f"model.mode='hard' works with {' and '.join(ATTENTIONAL_RNNS)}, not "
             f"model.name={cfg.name!r}; use model.mode=soft"
@@ -295,6 +317,31 @@ def check_train(cfg: TrainConfig) -> None:
 
 def check_combination(cfg: Config) -> None:
     """What one section asks of another (each section itself is checked on its own)."""
+    images = cfg.data.corpus in IMAGE_CORPORA
+    if images != (cfg.model.name in IMAGE_MODELS):
+        reads = "images" if images else "text"
+        valid = IMAGE_MODELS if images else tuple(m for m in MODELS if m not in IMAGE_MODELS)
+        raise ConfigError(
+            f"data.corpus={cfg.data.corpus!r} is {reads}, which model.name="
+            f"{cfg.model.name!r} cannot read; use one of {', '.join(valid)}"
+        )
+    if images:
+        from attnmt.data.images import CANVAS  # lazy: it brings numpy
+
+        height = CANVAS[cfg.data.corpus][0]
+        if cfg.model.image_height != height:
+            raise ConfigError(
+                f"model.image_height is {cfg.model.image_height} but data.corpus="
+                f"{cfg.data.corpus!r} makes images {height} pixels high; set "
+                f"model.image_height={height}"
+            )
+    if cfg.train.reinforce_reward == "correct" and not (
+        cfg.model.mode == "hard" or cfg.model.name == "glimpses"
+    ):
+        raise ConfigError(
+            "train.reinforce_reward='correct' rewards a hard-attention policy; "
+            f"model.name={cfg.model.name!r} with model.mode={cfg.model.mode!r} has none"
+        )
     if cfg.train.doubly_stochastic and (
         cfg.model.name not in ATTENTIONAL_RNNS or cfg.model.mode != "soft"
     ):

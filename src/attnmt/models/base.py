@@ -38,18 +38,25 @@ class ModelOutput:
             sampled source position (for `losses.reinforce_loss`); else `None`.
         attn_entropy: hard attention: entropy of each step's attention distribution (the
             one positions are sampled from; Xu et al. 2015 eq. 12's H[s]); else `None`.
+        reward_baseline: a model whose policy acts N times per example, not once per
+            target token (the glimpse locations of `attnmt.models.glimpses`): its learned
+            baseline b_n of the reward before each action (Mnih et al. 2014 §3); then
+            `attn_log_prob` holds the N actions' log-probabilities (B, N), every one of
+            which counts. Else `None`.
 
     Shapes:
         logits: (B, T, V)
         weights: RNN (B, T, S); Transformer (B, L, H, T, S)
         attn_log_prob: (B, T)
         attn_entropy: (B, T)
+        reward_baseline: (B, N), with attn_log_prob (B, N)
     """
 
     logits: Tensor
     weights: Tensor | None = None
     attn_log_prob: Tensor | None = None
     attn_entropy: Tensor | None = None
+    reward_baseline: Tensor | None = None
 
 
 def _select(value: Any, indices: Tensor) -> Any:

@@ -14,10 +14,12 @@ from attnmt import attention
 from attnmt.config import KEY_WIDTHS, MODELS, ModelConfig, attention_options, check_model
 from attnmt.errors import ConfigError
 from attnmt.models.base import Seq2Seq
+from attnmt.models.glimpses import Glimpses
 from attnmt.models.luong import LuongNMT
 from attnmt.models.rnn import RNNEncDec
 from attnmt.models.rnnsearch import RNNSearch
 from attnmt.models.transformer import Transformer
+from attnmt.models.vision import ShowAttendTell, ShowTell
 
 
 def model_names() -> list[str]:
@@ -43,6 +45,10 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
       used (they need equal widths).
     - luong: `LuongNMT` (Luong et al. 2015), any score, scope and mode.
     - transformer: `Transformer` (Vaswani et al. 2017), d_model = hidden_size.
+    - show-attend-tell: `ShowAttendTell` (Xu et al. 2015) over images of height
+      `image_height`; keys are CNN annotations of width 2 · hidden_size, as RNNsearch's.
+    - show-tell: `ShowTell`, the same CNN and a decoder without attention.
+    - glimpses: `Glimpses` (Mnih et al. 2014), `glimpses` glimpses per image.
 
     Raises:
         ConfigError: an unknown name or an impossible combination (message names the key
@@ -75,6 +81,28 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
             input_feeding=cfg.input_feeding,
             **common,
             **xu,
+        )
+    if cfg.name == "show-attend-tell":
+        attn = _attention(cfg, query_dim=D, key_dim=KEY_WIDTHS["show-attend-tell"] * D)
+        return ShowAttendTell(
+            src_vocab_size,
+            tgt_vocab_size,
+            attention=attn,
+            image_height=cfg.image_height,
+            **common,
+            **xu,
+        )
+    if cfg.name == "show-tell":
+        return ShowTell(src_vocab_size, tgt_vocab_size, image_height=cfg.image_height, **common)
+    if cfg.name == "glimpses":
+        return Glimpses(
+            src_vocab_size,
+            tgt_vocab_size,
+            image_height=cfg.image_height,
+            hidden_size=D,
+            glimpses=cfg.glimpses,
+            location_std=cfg.location_std,
+            dropout=cfg.dropout,
         )
     if cfg.share_embeddings and src_vocab_size != tgt_vocab_size:
         raise ConfigError(

@@ -42,6 +42,8 @@ from attnmt.training.run import (
 )
 from attnmt.training.validation import _improved, validate
 
+SHOWN_SOURCE = 200  # characters of a validation example's source shown in the log
+
 
 def _limit_reached(run: Run) -> str | None:
     t = run.cfg.train
@@ -363,7 +365,10 @@ def _validate_and_save(run: Run, bar: tqdm) -> dict[str, Any] | None:
             bar,
         )
         for ex in result["examples"]:
-            _say(f"  src: {ex['source']}\n  ref: {ex['reference']}\n  out: {ex['output']}", bar)
+            source = ex["source"]
+            if len(source) > SHOWN_SOURCE:  # an image's pixel rows: the start is enough
+                source = f"{source[:SHOWN_SOURCE]}... ({len(source)} characters)"
+            _say(f"  src: {source}\n  ref: {ex['reference']}\n  out: {ex['output']}", bar)
         write_json_atomic(run.run_dir / "last_validation.json", result)
     run.save(metric=metric_value)
     return result

@@ -145,8 +145,12 @@ def doubly_stochastic(weights: Tensor, batch) -> Tensor:
 
 
 def _reinforce(out, nll, batch, cfg: Config, progress: Progress, ctx) -> torch.Tensor:
-    """Xu et al. 2015 §4.1: reward = log-likelihood of the target, minus a moving baseline."""
-    reward = -(nll.detach() * batch.tgt_mask).sum(dim=1)  # (B,) log p(y | x, sampled s)
+    """Xu et al. 2015 §4.1: reward = log-likelihood of the target, minus a moving baseline;
+    or Mnih et al. 2014's: 1 for a correct output, minus a learned baseline."""
+    reward = _reward(out, nll, batch, cfg.train.reinforce_reward)  # (B,)
+    global_tokens = distributed.all_reduce_sum(batch.tgt_mask.sum().float(), ctx)
+    if getattr(out, "reward_baseline", None) is not None:
+        return _learned_baseline_loss(out, reward, cfg) / global_tokens * ctx.world_size
     per_token = cfg.train.reinforce_baseline == "token"
     lengths = batch.tgt_mask.sum(dim=1).to(reward.dtype)  # (B,)
     baseline = progress.baseline * lengths if per_token else progress.baseline
@@ -163,5 +167,37 @@ def _reinforce(out, nll, batch, cfg: Config, progress: Progress, ctx) -> torch.T
     mean_reward = float(distributed.all_reduce_sum(observed.mean(), ctx)) / ctx.world_size
     progress.baseline = 0.9 * progress.baseline + 0.1 * mean_reward
     # reinforce_loss sums over sentences; scale like the cross-entropy (per target token).
-    global_tokens = distributed.all_reduce_sum(batch.tgt_mask.sum().float(), ctx)
     return loss / global_tokens * ctx.world_size
+
+
+def _reward(out, nll: Tensor, batch, kind: str) -> Tensor:
+    """R per sentence: log p(y | x, s̃) ("likelihood"), or 1.0 when the model's top choice
+    is right at every target token and 0.0 otherwise ("correct", Mnih et al. 2014 §4).
+
+    Shapes:
+        nll (B, T), batch.tgt_out (B, T) -> (B,)
+    """
+    if kind == "correct":
+        right = (out.logits.detach().argmax(dim=-1) == batch.tgt_out) | ~batch.tgt_mask
+        return right.all(dim=1).to(nll.dtype)  # (B,)
+    return -(nll.detach() * batch.tgt_mask).sum(dim=1)  # (B,) log p(y | x, sampled s)
+
+
+def _learned_baseline_loss(out, reward: Tensor, cfg: Config) -> Tensor:
+    """REINFORCE with a learned baseline (Mnih et al. 2014 §3, eq. 2 with b_n = E[R | h_n]).
+
+    A policy that acts N times per example (`ModelOutput.reward_baseline`): each action's
+    log-probability is weighted by R - b_n, b_n predicted before that action; b_n itself
+    regresses on R (squared error). Every one of the N actions counts (no target mask).
+
+        L = -λ_r Σ_b Σ_n (R_b - b_bn) log π(l_bn)  +  Σ_b Σ_n (b_bn - R_b)²
+
+    Shapes:
+        out.attn_log_prob (B, N), out.reward_baseline (B, N), reward (B,) -> ()
+    """
+    baseline = out.reward_baseline.float()  # (B, N)
+    target = reward.detach().to(baseline.dtype).unsqueeze(1)  # (B, 1)
+    advantage = target - baseline.detach()  # R - b_n: (B, N)
+    policy = (advantage * out.attn_log_prob.float()).sum()  # Σ (R - b_n) log π(l_n)
+    regression = ((baseline - target) ** 2).sum()  # Σ (b_n - R)²
+    return -cfg.train.reinforce_weight * policy + regression

@@ -1,0 +1,183 @@
+"""Attention over images (Xu et al. 2015, "Show, Attend and Tell"), with the same decoder
+interface as the translation models.
+
+An image travels through the data pipeline as a "sentence" of pixel tokens (`attnmt.data.
+images`): one token per pixel, row by row, for its grey level 0..16, then EOS; the models
+here turn that back into a picture (`pixels_of`). So batching, training, greedy and beam
+search, evaluation and plots work unchanged.
+
+- `ConvEncoder`: a small CNN whose last feature map is the grid of annotation vectors
+  a_i (Xu §3.1.1), each cell with a learned row and column embedding added (the CNN
+  alone does not tell the decoder *where* a cell is).
+- `ShowAttendTell`: the attentional GRU decoder of `RNNSearch` reading those annotations
+  with any score, scope and mode of `attnmt.attention` (soft, or hard with REINFORCE);
+  its initial state is f_init(mean_i a_i) (Xu §3.1.2).
+- `ShowTell`: the same CNN squeezed into one vector that starts and feeds a GRU decoder
+  without attention (Vinyals et al. 2015, "Show and Tell"): the no-attention baseline.
+
+Shapes legend: B batch, S pixel tokens (H·W + 1 with EOS), H, W image height and width,
+G grid cells (the attention's source positions), D hidden width, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnmt.models.base import check_inputs
+from attnmt.models.rnn import RNNEncDec, RNNMemory, RNNState
+from attnmt.models.rnnsearch import RNNSearch
+
+FIRST_LEVEL_ID = 4  # the id of grey level 0 (after PAD UNK BOS EOS: attnmt.data.images)
+LEVELS = 16  # the brightest grey level (the UCI digits' scale)
+DOWNSAMPLE = 4  # the encoder's two stride-2 convolutions: a grid cell covers 4x4 pixels
+
+
+def pixels_of(src: Tensor, height: int) -> Tensor:
+    """The images behind a batch of pixel tokens, grey levels scaled to [0, 1].
+
+    The first H·W tokens of each row are the pixels row by row; the rest (EOS, padding)
+    is dropped. PAD/UNK/BOS/EOS ids below the first level count as black.
+
+    Shapes:
+        src (B, S) long -> (B, 1, H, W) float, W = (S - 1) // height
+
+    Raises ValueError when S - 1 is not a multiple of `height` (the wrong image height).
+    """
+    pixels = src.shape[1] - 1
+    if height < 1 or pixels < height or pixels % height:
+        raise ValueError(
+            f"a batch of {pixels} pixel tokens (+ EOS) does not make images of height "
+            f"{height}; set model.image_height to the data's canvas height"
+        )
+    width = pixels // height
+    levels = (src[:, :pixels] - FIRST_LEVEL_ID).clamp(0, LEVELS).float() / LEVELS
+    return levels.view(src.shape[0], 1, height, width)  # (B, 1, H, W)
+
+
+def grid_size(height: int, width: int) -> tuple[int, int]:
+    """The encoder's grid for an H x W image (each side divided by 4, rounded up)."""
+    return -(-height // DOWNSAMPLE), -(-width // DOWNSAMPLE)
+
+
+def cell_boxes(height: int, width: int) -> list[tuple[int, int, int, int]]:
+    """The pixel box (top, left, bottom, right; exclusive) each grid cell covers, row by row
+    (the order of the attention's source positions)."""
+    rows, cols = grid_size(height, width)
+    return [
+        (r * DOWNSAMPLE, c * DOWNSAMPLE, min(height, (r + 1) * DOWNSAMPLE),
+         min(width, (c + 1) * DOWNSAMPLE))
+        for r in range(rows) for c in range(cols)
+    ]  # fmt: skip
+
+
+class ConvEncoder(nn.Module):
+    """Three 3x3 convolutions (the last two with stride 2) and a learned position
+    embedding per grid row and column: an image becomes G = ceil(H/4)·ceil(W/4) annotation
+    vectors of width `out_size`, row by row.
+
+    Shapes:
+        images (B, 1, H, W) -> annotations (B, G, out_size)
+    """
+
+    def __init__(self, out_size: int, *, channels: int = 32, max_cells: int = 64) -> None:
+        super().__init__()
+        self.convs = nn.Sequential(
+            nn.Conv2d(1, channels, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(channels, 2 * channels, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(2 * channels, out_size, 3, stride=2, padding=1),
+            nn.ReLU(),
+        )
+        self.row_embed = nn.Embedding(max_cells, out_size)
+        self.col_embed = nn.Embedding(max_cells, out_size)
+
+    def forward(self, images: Tensor) -> Tensor:
+        features = self.convs(images)  # (B, Dk, Gh, Gw)
+        _, _, rows, cols = features.shape
+        if max(rows, cols) > self.row_embed.num_embeddings:
+            raise ValueError(
+                f"the image gives a {rows}x{cols} grid; at most "
+                f"{self.row_embed.num_embeddings} cells a side are supported"
+            )
+        position = (
+            self.row_embed.weight[:rows, None, :] + self.col_embed.weight[None, :cols, :]
+        )  # (Gh, Gw, Dk)
+        annotations = features.permute(0, 2, 3, 1) + position  # (B, Gh, Gw, Dk)
+        return annotations.flatten(1, 2)  # (B, G, Dk), row by row
+
+
+def _image_inputs(src: Tensor, src_mask: Tensor, height: int) -> Tensor:
+    check_inputs(src, src_mask)
+    return pixels_of(src, height)  # (B, 1, H, W)
+
+
+class ShowAttendTell(RNNSearch):
+    """Xu et al. 2015's captioner: a CNN's grid of annotation vectors a_i read by the
+    attentional GRU decoder of `RNNSearch` (the same step, deep output and hard-attention
+    bookkeeping; Xu use an LSTM, the attention is the same).
+
+    The annotations have width 2D (the keys `RNNSearch`'s attention expects); the initial
+    state is s_0 = tanh(W_init mean_i a_i) (Xu §3.1.2's f_init, one layer of it).
+    Every grid cell is a real position (the source mask is all True).
+
+    Shapes:
+        src (B, H·W + 1) pixel tokens; tgt_in (B, T) -> logits (B, T, V), weights (B, T, G)
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, image_height: int, **kw):
+        super().__init__(src_vocab_size, tgt_vocab_size, **kw)
+        D = self.hidden_size
+        self.image_height = image_height
+        self.encoder = ConvEncoder(2 * D)  # a_i, in place of the recurrent encoder
+        self.init_proj = nn.Linear(2 * D, self.layers * D)  # f_init over mean_i a_i
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> RNNMemory:
+        """Shapes: src, src_mask (B, S) -> annotations (B, G, 2D), keys (B, G, Dp), mask
+        (B, G)."""
+        images = _image_inputs(src, src_mask, self.image_height)
+        annotations = self.encoder(images)  # a_i: (B, G, 2D)
+        mask = torch.ones(annotations.shape[:2], dtype=torch.bool, device=src.device)
+        keys = self.attention.precompute_keys(annotations)  # once per image
+        return RNNMemory(mask=mask, annotations=annotations, keys=keys)
+
+    def init_state(self, memory: RNNMemory) -> RNNState:
+        """s_0 = tanh(W_init mean_i a_i). Shapes: hidden (B, L, D)."""
+        mean = memory.annotations.mean(dim=1)  # (B, 2D)
+        hidden = torch.tanh(self.init_proj(mean))  # (B, L·D)
+        return RNNState(hidden=hidden.view(-1, self.layers, self.hidden_size))  # (B, L, D)
+
+
+class ShowTell(RNNEncDec):
+    """The no-attention baseline of the same size (Vinyals et al. 2015, "Show and Tell"):
+    the `ConvEncoder` grid averaged into one vector c = tanh(V mean_i a_i), which starts
+    the GRU decoder of `RNNEncDec` and is fed at every step. Everything the decoder knows
+    of the image passes through c.
+
+    Shapes:
+        src (B, H·W + 1) pixel tokens; tgt_in (B, T) -> logits (B, T, V)
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, image_height: int, **kw):
+        super().__init__(src_vocab_size, tgt_vocab_size, **kw)
+        self.image_height = image_height
+        self.encoder = ConvEncoder(self.hidden_size)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> RNNMemory:
+        """Shapes: src, src_mask (B, S) -> RNNMemory(mask (B, G), summary (B, D))."""
+        images = _image_inputs(src, src_mask, self.image_height)
+        annotations = self.encoder(images)  # (B, G, D)
+        summary = torch.tanh(self.summarize(annotations.mean(dim=1)))  # c: (B, D)
+        mask = torch.ones(annotations.shape[:2], dtype=torch.bool, device=src.device)
+        return RNNMemory(mask=mask, summary=summary)
+
+
+__all__ = [
+    "ConvEncoder",
+    "ShowAttendTell",
+    "ShowTell",
+    "cell_boxes",
+    "grid_size",
+    "pixels_of",
+]

@@ -1,0 +1,196 @@
+"""Attention over images end to end: config checks, the captioners' shapes and masks
+through the attention library, scoring and localisation, pictures, and a tiny training run
+of every shipped image config that learns (its loss falls)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from attnmt.cli import main
+from attnmt.config import Config, ModelConfig, from_dict, load_config
+from attnmt.data.images import CANVAS
+from attnmt.data.vocab import EOS
+from attnmt.errors import ConfigError
+from attnmt.inference.vision import box_mass, digit_scores, pixel_map
+from attnmt.models import build_model
+from attnmt.models.vision import cell_boxes, grid_size, pixels_of
+
+CONFIGS = ("captions-soft", "captions-hard", "captions-plain", "glimpses", "cluttered-cnn")
+
+
+def _pixels(batch: int, height: int, width: int, seed: int = 0) -> torch.Tensor:
+    """Random pixel tokens (levels 0..16 are ids 4..20) and the EOS: (B, H·W + 1)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(4, 21, (batch, height * width), generator=g)
+    return torch.cat([ids, torch.full((batch, 1), EOS)], dim=1)
+
+
+def test_pixels_of_gives_the_image_back_row_by_row():
+    src = torch.tensor([[4 + 16, 4, 4 + 8, 4, 4, 4, EOS]])  # a 2x3 image
+    image = pixels_of(src, 2)
+    assert image.shape == (1, 1, 2, 3)
+    assert image[0, 0].tolist() == [[1.0, 0.0, 0.5], [0.0, 0.0, 0.0]]
+    with pytest.raises(ValueError, match=r"model\.image_height"):
+        pixels_of(src, 4)
+
+
+def test_show_attend_tell_attends_over_grid_cells_with_weights_per_step():
+    cfg = ModelConfig(name="show-attend-tell", image_height=24, hidden_size=32, embed_size=16)
+    model = build_model(cfg, 21, 14).eval()
+    src = _pixels(3, 24, 64)
+    mask = torch.ones_like(src, dtype=torch.bool)
+    tgt_in = torch.tensor([[2, 5, 6], [2, 7, 0], [2, 4, 4]])
+    out = model(src, mask, tgt_in, need_weights=True)
+    cells = grid_size(24, 64)[0] * grid_size(24, 64)[1]
+    assert out.logits.shape == (3, 3, 14)
+    assert out.weights.shape == (3, 3, cells) == (3, 3, 96)
+    torch.testing.assert_close(out.weights.sum(-1), torch.ones(3, 3))
+    memory = model.encode(src, mask)
+    assert memory.mask.shape == (3, 96) and memory.mask.all()  # every cell is real
+    # step() gives forward()'s logits and weights at every position
+    state = model.init_state(memory)
+    for t in range(3):
+        logits, state, weights = model.step(tgt_in[:, t], state, memory, need_weights=True)
+        torch.testing.assert_close(logits, out.logits[:, t], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(weights, out.weights[:, t], atol=1e-6, rtol=1e-5)
+
+
+def test_hard_show_attend_tell_returns_reinforce_terms_in_training():
+    cfg = ModelConfig(
+        name="show-attend-tell", image_height=24, hidden_size=32, embed_size=16, mode="hard"
+    )
+    model = build_model(cfg, 21, 14).train()
+    src = _pixels(2, 24, 64)
+    out = model(src, torch.ones_like(src, dtype=torch.bool), torch.tensor([[2, 5], [2, 6]]))
+    assert out.attn_log_prob.shape == (2, 2) and (out.attn_log_prob <= 0).all()
+    assert out.attn_entropy.shape == (2, 2)
+    out.attn_log_prob.sum().backward()
+    assert model.attention.parameters().__next__().grad is not None  # the policy learns
+
+
+def test_show_tell_has_no_attention_and_reads_the_same_images():
+    cfg = ModelConfig(name="show-tell", image_height=40, hidden_size=32, embed_size=16)
+    model = build_model(cfg, 21, 14)
+    assert model.uses_attention is False
+    src = _pixels(2, 40, 40)
+    out = model(src, torch.ones_like(src, dtype=torch.bool), torch.tensor([[2], [2]]))
+    assert out.logits.shape == (2, 1, 14) and out.weights is None
+
+
+@pytest.mark.parametrize(
+    ("data", "model", "needle"),
+    [
+        ({"corpus": "digits"}, {"name": "rnnsearch"}, "cannot read"),
+        ({"corpus": "reverse"}, {"name": "show-tell"}, "cannot read"),
+        ({"corpus": "cluttered"}, {"name": "glimpses", "image_height": 24}, "image_height=40"),
+    ],
+)
+def test_image_configs_are_checked_at_load_time(data, model, needle):
+    with pytest.raises(ConfigError, match=needle):
+        from_dict(Config, {"data": data, "model": model})
+
+
+def test_the_correct_reward_needs_a_policy():
+    with pytest.raises(ConfigError, match="reinforce_reward"):
+        from_dict(Config, {"train": {"reinforce_reward": "correct"}})
+
+
+def test_digit_scores_count_missing_and_extra_digits_as_wrong():
+    scores = digit_scores(["3 1 4", "2 7", "5 5 5"], ["3 1 4", "2 7 1", "5 5"])
+    assert scores["exact"] == pytest.approx(100 / 3, abs=0.01)
+    assert scores["digit_accuracy"] == pytest.approx(100 * 7 / 9, abs=0.01)
+    assert scores["right_length"] == pytest.approx(100 / 3, abs=0.01)
+
+
+def test_pixel_map_keeps_the_mass_and_puts_a_cell_on_its_pixels():
+    rows, cols = grid_size(24, 64)
+    weights = np.zeros((2, rows * cols))
+    weights[0, 0] = 1.0  # all on the top-left cell
+    weights[1] = 1.0 / (rows * cols)  # uniform
+    maps = pixel_map(weights, 24, 64)
+    assert maps.shape == (2, 24, 64)
+    np.testing.assert_allclose(maps.sum(axis=(1, 2)), [1.0, 1.0])
+    assert maps[0, :4, :4].sum() == pytest.approx(1.0)
+    top, left, bottom, right = cell_boxes(24, 64)[0]
+    assert (top, left, bottom, right) == (0, 0, 4, 4)
+    # the mass on a box: all of it for the cell's own box, its area share when uniform
+    assert box_mass(maps, [(0, 0, 4, 4), (0, 0, 12, 16)]) == pytest.approx(
+        [1.0, 12 * 16 / (24 * 64)]
+    )
+    with pytest.raises(ValueError, match="grid"):
+        pixel_map(np.ones((1, 7)), 24, 64)
+
+
+@pytest.fixture(scope="module")
+def image_runs(tmp_path_factory):
+    """Each shipped image config, shrunk (small data, widths and batches), trained for a
+    few dozen steps: {name: (run_dir, metrics lines)}."""
+    root = tmp_path_factory.mktemp("images")
+    runs = {}
+    for name in CONFIGS:
+        cfg = load_config(f"configs/{name}.yaml")
+        pixels = CANVAS[cfg.data.corpus][0] * CANVAS[cfg.data.corpus][1] + 1
+        run_dir = root / name
+        overrides = [
+            f"train.run_dir={run_dir}",
+            f"data.cache_dir={root / 'cache'}",
+            "data.synthetic_train_size=256",
+            "data.synthetic_dev_size=16",
+            f"data.batch_tokens={16 * pixels}",
+            "model.hidden_size=32",
+            "train.max_steps=60",
+            "train.log_every=10",
+            "train.validate_every=60",
+            "train.checkpoint_every=60",
+            "train.lr=0.003",
+        ]
+        args = ["train", f"configs/{name}.yaml"]
+        for override in overrides:
+            args += ["--set", override]
+        code = main(args)
+        assert code == 0
+        lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        runs[name] = (run_dir, lines)
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_image_config_learns_in_a_tiny_run(image_runs, name):
+    _, lines = image_runs[name]
+    losses = [x["loss"] for x in lines if x.get("type") == "train"]
+    assert len(losses) >= 5
+    assert np.mean(losses[-2:]) < 0.93 * losses[0], losses
+
+
+@pytest.mark.slow
+def test_evaluate_and_plot_an_image_run(image_runs, capsys, tmp_path):
+    run_dir, _ = image_runs["captions-soft"]
+    assert main(["evaluate", str(run_dir), "--split", "dev"]) == 0
+    printed = capsys.readouterr().out
+    assert "digits: exact" in printed and "attention on the digit being read" in printed
+    result = json.loads((run_dir / "eval" / "dev-beam1.json").read_text())
+    where = result["images"]["localisation"]
+    assert 0 <= where["mass_on_digit"] <= 100 and where["digits"] >= 32
+    assert main(["plot", str(run_dir), "--split", "dev", "--sentences", "0", "--out",
+                 str(tmp_path)]) == 0  # fmt: skip
+    assert (tmp_path / "dev-0.png").stat().st_size > 0
+    # redrawn from the saved arrays alone
+    assert main(["plot", "--from", str(tmp_path / "dev-0.npz"), "--out", str(tmp_path / "again"),
+                 "--formats", "png"]) == 0  # fmt: skip
+    assert (tmp_path / "again" / "dev-0.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_the_glimpse_run_draws_its_path(image_runs, tmp_path):
+    run_dir, _ = image_runs["glimpses"]
+    assert main(["plot", str(run_dir), "--sentences", "1", "--out", str(tmp_path),
+                 "--formats", "png"]) == 0  # fmt: skip
+    saved = np.load(tmp_path / "test-1.npz")
+    meta = json.loads(str(saved["meta"]))
+    assert len(meta["glimpses"]) == load_config("configs/glimpses.yaml").model.glimpses
+    assert meta["image"] == [40, 40]
