@@ -1,34 +1,59 @@
 """Mnih et al. 2014, "Recurrent Models of Visual Attention" (RAM), as a `Seq2Seq`: the
-model never sees the whole image, only N glimpses at places a policy chooses.
+model never sees the whole image, only N glimpses at places a learned policy chooses.
 
-Per glimpse n = 1..N (Mnih §3, §4 "Model"):
+Per glimpse n = 1..N (Mnih §3 "The Recurrent Attention Model", §4 "Experiments"):
 
-    ρ(x, l_n)      glimpse sensor: `scales` square patches centred at l_n, sides p, 2p, 4p
-                   pixels, each resampled to p x p (a retina: sharp centre, coarse edge)
-    g_n = ReLU(W_g [ReLU(W_ρ ρ); ReLU(W_l l_n)])   glimpse network, from "what" and "where"
-    h_n = GRU(h_{n-1}, g_n)                          core network (Mnih use an LSTM-free RNN)
-    μ_n = tanh(W_μ h_n)                              location network; l_{n+1} ~ N(μ_n, σ²)
-    b_n = W_b h_n                                    baseline: the expected reward given h_n
-    y ~ softmax(W_y h_N)                             action (classification) network
+    ρ(x, l_n)                             glimpse sensor: K square patches centred at l_n,
+                                          sides P, 2P, 4P... pixels, each averaged down to
+                                          P x P (a retina: sharp centre, coarse surround)
+    h_g = ReLU(W_ρ ρ(x, l_n))             glimpse network f_g (§4 "glimpse network"):
+    h_l = ReLU(W_l l_n)                   "what" and "where",
+    g_n = ReLU(W_gg h_g + W_gl h_l)       joined
+    h_n = GRU(h_{n-1}, g_n), h_0 = 0      core network f_h
+    μ_n = tanh(W_μ h_n)                   location network f_l: the mean of
+    l_{n+1} ~ N(μ_n, σ² I)                the location policy π(l_{n+1} | h_n)
+    b_n = W_b h_n                         baseline: b_n ≈ E[R | h_n] (§3 "learned baseline")
+    y ~ softmax(W_y h_N)                  action network f_a: the label, after glimpse N
 
-Locations are (row, col) in [-1, 1]², (-1, -1) the top-left corner. l_1 is the centre
-(0, 0), fixed (no log-probability). In training l_{n+1} is sampled and then clamped to
-[-1, 1]; its log-probability is that of the Gaussian sample *before* the clamp. In eval
-mode l_{n+1} = μ_n, so greedy and beam search are deterministic. The location and
-baseline networks read h_n detached: the classification loss trains the sensor, glimpse,
-core and action networks; REINFORCE (`attnmt.training.losses`, reward 1 for the right
-digit, `train.reinforce_reward: correct`) trains the location network, and the squared
-error (b_n - R)² the baseline. b_n is paired with the action l_{n+1} taken from h_n.
+Choices, where Mnih et al. leave room or where attnmt needs one:
 
-Decoding, as every attnmt model: the target is the label then EOS; step 0 gives the
-action network's scores, every later step gives EOS. `need_weights` gives, for each step,
-the glimpses' finest patches spread over the image's pixels (H·W positions, not grid
-cells), averaged over the glimpses; `glimpse_path` gives the path in pixels.
+- Coordinates: a location is (row, col) in [-1, 1]², (-1, -1) the top-left corner of the
+  image and (1, 1) its bottom-right corner (the edges of the corner pixels, as
+  `grid_sample` with `align_corners=False` reads them).
+- Core network: a `GRUCell` (Mnih's classification experiments use a rectifier RNN,
+  h_n = ReLU(Linear(h_{n-1}) + Linear(g_n)); their dynamic environments an LSTM).
+- First location: l_1 = (0, 0), the centre, fixed: it is no action and has no
+  log-probability. The policy acts N - 1 times (l_2..l_N from h_1..h_{N-1}); μ_N is never
+  needed, h_N only classifies.
+- Location policy: μ_n = tanh(·) keeps the mean on the image; σ = `location_std` is fixed.
+  In training l_{n+1} is sampled, then clamped to [-1, 1] before the sensor reads it; the
+  log-probability is the Gaussian density of the sample *before* the clamp (the clamp is
+  part of the environment, so the score-function gradient stays exact). In eval mode
+  l_{n+1} = μ_n: greedy and beam search are deterministic.
+- Detaching (Mnih §3: the location network is trained by REINFORCE only, the rest by
+  the classification loss): the sampled locations are detached, and the location and
+  baseline networks read h_n detached. So the cross-entropy trains the glimpse, core and
+  action networks and never the location network; -Σ_n (R - b_n) log π(l_{n+1} | h_n)
+  trains only the location network; Σ_n (b_n - R)² only the baseline. b_n is paired with
+  the action l_{n+1} it precedes. The loss side is `attnmt.training.losses` (reward 1 for
+  the right label, `train.reinforce_reward: correct`).
+- The sensor is not differentiated w.r.t. l (the locations it reads are detached).
 
-Initialisation: PyTorch's defaults.
+Decoding, as every attnmt model: the target is the label then EOS (tgt_in = [BOS, label],
+tgt_out = [label, EOS]). `encode` takes all N glimpses (they do not depend on the target);
+step 0 returns the action network's scores, every later step a fixed row that puts all its
+mass on EOS (every other token `NOT_EOS` below it), so greedy and beam search stop.
 
-Shapes legend: B batch, S pixel tokens (H·W + 1), H, W image, N glimpses, P patch side,
-K scales, D hidden width, V vocabulary.
+Attention weights (`need_weights`): their source axis is the image's *pixels*, H·W of
+them row by row (not grid cells, not pixel tokens + EOS). Each glimpse spreads a unit of
+mass uniformly over the pixels its finest patch (side P) covers; the map is the mean over
+the N glimpses (rows sum to 1), the same for every target step. `glimpse_path` gives the
+glimpse centres in pixel coordinates (row, col).
+
+Initialisation: PyTorch's defaults for every layer.
+
+Shapes legend: B batch, S pixel tokens (H·W + 1 with EOS), H, W image height and width,
+N glimpses, P patch side, K scales, D hidden width, V target vocabulary, T target length.
 """
 
 from __future__ import annotations
@@ -44,39 +69,100 @@ from attnmt.data.vocab import EOS
 from attnmt.models.base import BatchFirst, ModelOutput, Seq2Seq, check_inputs
 from attnmt.models.vision import pixels_of
 
-NOT_EOS = -1e4  # logits after the label: everything but EOS this far below it
+NOT_EOS = -1e4  # after the label, every token but EOS scores this far below EOS
+
+
+def location_log_prob(sample: Tensor, mean: Tensor, std: float) -> Tensor:
+    """log π(l | μ) = log N(l; μ, σ² I) of a 2-D location, summed over its coordinates.
+
+    Differentiable w.r.t. `mean` (the score function of REINFORCE, Mnih §3 eq. 2).
+
+    Shapes:
+        sample, mean (..., 2) -> (...)
+    """
+    var = std**2
+    per_coord = -((sample - mean) ** 2) / (2 * var) - 0.5 * math.log(2 * math.pi * var)
+    return per_coord.sum(dim=-1)
+
+
+def footprint(locations: Tensor, height: int, width: int, side: float) -> Tensor:
+    """Unit mass spread uniformly over the pixels a square of `side` pixels centred at each
+    location covers (by area; the part outside the image is dropped, the rest renormalised).
+
+    A square centred anywhere in [-1, 1]² overlaps the image (at least a quarter of it, or
+    the whole image), so every map sums to 1.
+
+    Shapes:
+        locations (B, N, 2) (row, col) in [-1, 1] -> (B, N, H, W)
+    """
+    centre_row = (locations[..., 0] + 1) / 2 * height  # (B, N), pixel edges at 0..H
+    centre_col = (locations[..., 1] + 1) / 2 * width  # (B, N)
+
+    def overlap(centre: Tensor, size: int) -> Tensor:
+        edges = torch.arange(size, device=centre.device, dtype=centre.dtype)  # (size,)
+        low = torch.maximum(edges, centre[..., None] - side / 2)  # (B, N, size)
+        high = torch.minimum(edges + 1, centre[..., None] + side / 2)  # (B, N, size)
+        return (high - low).clamp(min=0)  # covered length of each pixel row / column
+
+    area = overlap(centre_row, height)[..., :, None] * overlap(centre_col, width)[..., None, :]
+    total = area.sum(dim=(-2, -1), keepdim=True)  # (B, N, 1, 1)
+    return area / total.clamp(min=1e-12)  # (B, N, H, W)
 
 
 @dataclass
 class GlimpseMemory(BatchFirst):
-    """The glimpse sequence of a batch (it does not depend on the target).
+    """A batch's glimpse sequence and label scores (they do not depend on the target).
+
+    Fields:
+        logits0: the action network's scores of the label (decoder step 0).
+        locations: l_1..l_N as the sensor read them (clamped in training), (row, col).
+        log_prob: log π(l_{n+1} | h_n) of the N - 1 sampled locations (before the clamp),
+            train mode only; else None.
+        baseline: b_n, the learned baseline paired with each sampled location (from h_n,
+            before the action), train mode only; else None.
+        width: the image width W (shared by every row).
 
     Shapes:
-        logits (B, V); locations (B, N, 2) in [-1, 1]; log_prob, baseline (B, N - 1) in
-        training, else None
+        logits0 (B, V); locations (B, N, 2) in [-1, 1]; log_prob, baseline (B, N - 1)
     """
 
-    logits: Tensor
+    logits0: Tensor
     locations: Tensor
     log_prob: Tensor | None = None
     baseline: Tensor | None = None
-    width: int = 0  # the image width W (shared by every row)
+    width: int = 0
 
 
 @dataclass
 class GlimpseState(BatchFirst):
-    """Between decoder steps: `read` (B,) counts the target tokens read."""
+    """Between decoder steps: how many target tokens each row has read (0 before the label,
+    1 after it). A tensor, so that beam search's `select` carries it.
+
+    Shapes:
+        read (B,) long
+    """
 
     read: Tensor
 
 
 class Glimpses(Seq2Seq):
-    """The recurrent attention model; see the module docstring.
+    """The recurrent attention model of Mnih et al. 2014; see the module docstring.
+
+    Args:
+        image_height: H, the height of the data's images (`pixels_of`).
+        hidden_size: D, the width of h_g, h_l, g_n and h_n.
+        glimpses: N, glimpses per image.
+        patch: P, the side of the finest patch and of every resized patch.
+        scales: K, patches of sides P, 2P, ..., 2^(K-1)·P per glimpse.
+        location_std: σ of the Gaussian location policy (locations in [-1, 1]).
+        dropout: on g_n before the core network and on h_N before the action network.
 
     Shapes:
-        src (B, H·W + 1) pixel tokens; tgt_in (B, T) -> logits (B, T, V), weights
-        (B, T, H·W)
+        src, src_mask (B, H·W + 1); tgt_in (B, T) -> logits (B, T, V), weights
+        (B, T, H·W), attn_log_prob and reward_baseline (B, N - 1) in train mode
     """
+
+    uses_attention = True
 
     def __init__(
         self,
@@ -92,85 +178,139 @@ class Glimpses(Seq2Seq):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        if glimpses < 1 or patch < 1 or scales < 1 or location_std <= 0:
-            raise ValueError("glimpses, patch and scales must be >= 1 and location_std > 0")
+        if min(image_height, hidden_size, glimpses, patch, scales) < 1:
+            raise ValueError(
+                "image_height, hidden_size, glimpses, patch and scales must be >= 1, got "
+                f"{image_height}, {hidden_size}, {glimpses}, {patch}, {scales}"
+            )
+        if not location_std > 0:
+            raise ValueError(f"location_std must be > 0, got {location_std!r}")
+        if tgt_vocab_size <= EOS:
+            raise ValueError(f"the target vocabulary must hold EOS={EOS}, got {tgt_vocab_size}")
         D = hidden_size
         self.image_height, self.glimpses = image_height, glimpses
         self.patch, self.scales, self.location_std = patch, scales, location_std
-        self.what = nn.Linear(scales * patch * patch, D)  # W_ρ
-        self.where = nn.Linear(2, D)  # W_l
-        self.glimpse = nn.Linear(2 * D, D)  # W_g
-        self.core = nn.GRUCell(D, D)
-        self.locate = nn.Linear(D, 2)  # W_μ
-        self.baseline = nn.Linear(D, 1)  # W_b
-        self.classify = nn.Linear(D, tgt_vocab_size)  # W_y
+        self.what = nn.Linear(scales * patch * patch, D)  # W_ρ: h_g = ReLU(W_ρ ρ)
+        self.where = nn.Linear(2, D)  # W_l: h_l = ReLU(W_l l)
+        self.join_what = nn.Linear(D, D)  # W_gg in g = ReLU(W_gg h_g + W_gl h_l)
+        self.join_where = nn.Linear(D, D)  # W_gl
+        self.core = nn.GRUCell(D, D)  # f_h
+        self.locate = nn.Linear(D, 2)  # W_μ: μ = tanh(W_μ h), f_l
+        self.baseline = nn.Linear(D, 1)  # W_b: b = W_b h
+        self.classify = nn.Linear(D, tgt_vocab_size)  # W_y: f_a
         self.dropout = nn.Dropout(dropout)
-        eos = torch.full((tgt_vocab_size,), NOT_EOS)
-        eos[EOS] = 0.0
-        self.register_buffer("eos_logits", eos, persistent=False)
+        eos_row = torch.full((tgt_vocab_size,), NOT_EOS)
+        eos_row[EOS] = 0.0
+        self.register_buffer("eos_logits", eos_row, persistent=False)  # (V,)
+
+    # -- Mnih §4's networks -------------------------------------------------------------
 
     def sense(self, images: Tensor, location: Tensor) -> Tensor:
-        """The glimpse sensor ρ(x, l): K patches of sides P·2^k around l, each P x P.
+        """The glimpse sensor ρ(x, l): K square patches centred at l, of sides P·2^k pixels
+        (k = 0..K-1), each averaged down to P x P (2^k x 2^k blocks), flattened row by row
+        and concatenated finest first. Outside the image reads 0 (black).
+
+        Each patch is read at full resolution with `grid_sample` (bilinear, zeros padding,
+        `align_corners=False`), so a patch whose corner falls on pixel edges copies pixels
+        exactly; then `avg_pool2d` shrinks it.
 
         Shapes:
             images (B, 1, H, W), location (B, 2) (row, col) in [-1, 1] -> (B, K·P²)
         """
         batch, _, height, width = images.shape
+        location = location.to(images.dtype)
         patches = []
         for k in range(self.scales):
-            side = self.patch * 2**k  # pixels covered by this scale
-            # an affine grid that maps [-1, 1]² of the output onto the square at l
+            side = self.patch * 2**k  # pixels this scale covers, a side
+            # theta maps the output's [-1, 1]² onto the square of `side` pixels at l
+            # (grid_sample's x is the column, y the row)
             theta = images.new_zeros(batch, 2, 3)
-            theta[:, 0, 0] = side / width  # x (columns) scale
-            theta[:, 1, 1] = side / height  # y (rows) scale
-            theta[:, 0, 2] = location[:, 1]  # x centre: the column
-            theta[:, 1, 2] = location[:, 0]  # y centre: the row
-            grid = F.affine_grid(theta, (batch, 1, self.patch, self.patch), align_corners=False)
-            patch = F.grid_sample(images, grid, align_corners=False, padding_mode="zeros")
-            patches.append(patch.flatten(1))  # (B, P²)
+            theta[:, 0, 0] = side / width
+            theta[:, 1, 1] = side / height
+            theta[:, 0, 2] = location[:, 1]  # x: the column
+            theta[:, 1, 2] = location[:, 0]  # y: the row
+            grid = F.affine_grid(theta, [batch, 1, side, side], align_corners=False)
+            full = F.grid_sample(images, grid, padding_mode="zeros", align_corners=False)
+            small = F.avg_pool2d(full, 2**k) if k else full  # (B, 1, P, P)
+            patches.append(small.flatten(1))  # (B, P²)
         return torch.cat(patches, dim=1)  # (B, K·P²)
 
-    def log_density(self, sample: Tensor, mean: Tensor) -> Tensor:
-        """log N(sample; mean, σ² I), summed over the two coordinates. Shapes: (B, 2) -> (B,)"""
-        var = self.location_std**2
-        per = -((sample - mean) ** 2) / (2 * var) - 0.5 * math.log(2 * math.pi * var)
-        return per.sum(dim=-1)
+    def glimpse_net(self, images: Tensor, location: Tensor) -> Tensor:
+        """g_n = ReLU(W_gg ReLU(W_ρ ρ(x, l)) + W_gl ReLU(W_l l)) (Mnih §4 "glimpse network").
+
+        Shapes:
+            images (B, 1, H, W), location (B, 2) -> (B, D)
+        """
+        h_g = F.relu(self.what(self.sense(images, location)))  # "what": (B, D)
+        h_l = F.relu(self.where(location.to(h_g.dtype)))  # "where": (B, D)
+        return F.relu(self.join_what(h_g) + self.join_where(h_l))  # (B, D)
+
+    def location_mean(self, hidden: Tensor) -> Tensor:
+        """μ_n = tanh(W_μ h_n), h_n detached: only REINFORCE trains the location network.
+
+        Shapes:
+            hidden (B, D) -> (B, 2), float32
+        """
+        return torch.tanh(self.locate(hidden.detach()).float())
+
+    def expected_reward(self, hidden: Tensor) -> Tensor:
+        """b_n = W_b h_n, h_n detached: only the squared error (b_n - R)² trains it.
+
+        Shapes:
+            hidden (B, D) -> (B,), float32
+        """
+        return self.baseline(hidden.detach()).squeeze(-1).float()
+
+    # -- the Seq2Seq interface ----------------------------------------------------------
 
     def encode(self, src: Tensor, src_mask: Tensor) -> GlimpseMemory:
-        """Take the N glimpses and classify. Shapes: src (B, S) -> GlimpseMemory."""
+        """Take the N glimpses and score the label (Mnih §3: the agent's whole episode).
+
+        Raises ValueError for malformed inputs (`check_inputs`) or a wrong image height.
+
+        Shapes:
+            src, src_mask (B, H·W + 1) -> GlimpseMemory(logits0 (B, V), locations
+            (B, N, 2), log_prob and baseline (B, N - 1) in train mode)
+        """
         check_inputs(src, src_mask)
         images = pixels_of(src, self.image_height)  # (B, 1, H, W)
         batch = images.shape[0]
-        hidden = images.new_zeros(batch, self.core.hidden_size)  # h_0
-        location = images.new_zeros(batch, 2)  # l_1: the centre
+        hidden = images.new_zeros(batch, self.core.hidden_size)  # h_0: (B, D)
+        location = images.new_zeros(batch, 2)  # l_1: the centre, fixed
         locations, log_probs, baselines = [location], [], []
-        for n in range(self.glimpses):
-            what = F.relu(self.what(self.sense(images, location)))  # (B, D)
-            where = F.relu(self.where(location))  # (B, D)
-            g = F.relu(self.glimpse(torch.cat([what, where], dim=-1)))  # g_n: (B, D)
-            hidden = self.core(self.dropout(g), hidden)  # h_n
-            if n == self.glimpses - 1:
-                break
-            mean = torch.tanh(self.locate(hidden.detach()))  # μ_n: (B, 2)
+        for n in range(1, self.glimpses + 1):
+            g = self.glimpse_net(images, location)  # g_n: (B, D)
+            hidden = self.core(self.dropout(g), hidden)  # h_n: (B, D)
+            if n == self.glimpses:
+                break  # h_N classifies; no l_{N+1}
+            mean = self.location_mean(hidden)  # μ_n: (B, 2)
             if self.training:
-                sample = (mean + self.location_std * torch.randn_like(mean)).detach()
-                log_probs.append(self.log_density(sample, mean))  # log π(l_{n+1} | h_n)
-                baselines.append(self.baseline(hidden.detach()).squeeze(-1))  # b_n
+                noise = self.location_std * torch.randn_like(mean)
+                sample = (mean + noise).detach()  # l_{n+1} ~ N(μ_n, σ²): (B, 2)
+                log_probs.append(location_log_prob(sample, mean, self.location_std))  # (B,)
+                baselines.append(self.expected_reward(hidden))  # b_n: (B,)
                 location = sample.clamp(-1.0, 1.0)
             else:
-                location = mean
+                location = mean.detach()  # the policy's mean: deterministic
             locations.append(location)
-        logits = self.classify(self.dropout(hidden))  # from h_N: (B, V)
-        stacked = torch.stack(locations, dim=1)  # (B, N, 2)
-        if self.training and log_probs:
-            log_prob = torch.stack(log_probs, dim=1)  # (B, N - 1)
-            return GlimpseMemory(
-                logits, stacked, log_prob, torch.stack(baselines, dim=1), images.shape[-1]
-            )
-        return GlimpseMemory(logits, stacked, width=images.shape[-1])
+        logits0 = self.classify(self.dropout(hidden))  # f_a(h_N): (B, V)
+        log_prob = baseline = None
+        if self.training:
+            empty = images.new_zeros(batch, 0)  # N = 1: no action taken
+            log_prob = torch.stack(log_probs, dim=1) if log_probs else empty  # (B, N - 1)
+            baseline = torch.stack(baselines, dim=1) if baselines else empty  # (B, N - 1)
+        return GlimpseMemory(
+            logits0=logits0,
+            locations=torch.stack(locations, dim=1),  # (B, N, 2)
+            log_prob=log_prob,
+            baseline=baseline,
+            width=images.shape[-1],
+        )
 
     def init_state(self, memory: GlimpseMemory) -> GlimpseState:
-        return GlimpseState(read=memory.logits.new_zeros(memory.logits.shape[0]))
+        """Nothing read yet. Shapes: read (B,)."""
+        batch = memory.logits0.shape[0]
+        return GlimpseState(read=torch.zeros(batch, dtype=torch.long, device=memory.logits0.device))
 
     def step(
         self,
@@ -180,44 +320,74 @@ class Glimpses(Seq2Seq):
         *,
         need_weights: bool = False,
     ) -> tuple[Tensor, GlimpseState, Tensor | None]:
-        """Step 0: the label's scores; later steps: EOS. Shapes: prev_tokens (B,) ->
-        logits (B, V), weights (B, H·W) or None."""
+        """Step 0 (reading BOS): the label's scores; every later step: the EOS row.
+
+        Shapes:
+            prev_tokens (B,) -> logits (B, V), weights (B, H·W) or None
+        """
         first = (state.read == 0)[:, None]  # (B, 1)
-        logits = torch.where(first, memory.logits, self.eos_logits.expand_as(memory.logits))
+        eos = self.eos_logits.to(memory.logits0.dtype).expand_as(memory.logits0)  # (B, V)
+        logits = torch.where(first, memory.logits0, eos)  # (B, V)
         weights = self.glimpse_map(memory) if need_weights else None
         return logits, GlimpseState(read=state.read + 1), weights
 
     def forward(
         self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, *, need_weights: bool = False
     ) -> ModelOutput:
+        """Teacher forcing: position 0 the label's scores, positions >= 1 the EOS row.
+
+        Shapes:
+            src, src_mask (B, H·W + 1); tgt_in (B, T) -> logits (B, T, V), weights
+            (B, T, H·W), attn_log_prob and reward_baseline (B, N - 1) in train mode
+        """
         check_inputs(src, src_mask, tgt_in)
         memory = self.encode(src, src_mask)
-        steps = tgt_in.shape[1]
-        later = self.eos_logits.expand(memory.logits.shape[0], steps - 1, -1)  # (B, T-1, V)
-        logits = torch.cat([memory.logits[:, None], later], dim=1)  # (B, T, V)
+        batch, steps = tgt_in.shape
+        eos = self.eos_logits.to(memory.logits0.dtype)
+        later = eos.expand(batch, max(steps - 1, 0), -1)  # (B, T - 1, V)
+        logits = torch.cat([memory.logits0[:, None], later], dim=1)[:, :steps]  # (B, T, V)
         weights = None
         if need_weights:
             weights = self.glimpse_map(memory)[:, None].expand(-1, steps, -1)  # (B, T, H·W)
         return ModelOutput(
-            logits, weights, attn_log_prob=memory.log_prob, reward_baseline=memory.baseline
+            logits=logits,
+            weights=weights,
+            attn_log_prob=memory.log_prob,
+            attn_entropy=None,
+            reward_baseline=memory.baseline,
         )
 
-    def glimpse_path(self, memory: GlimpseMemory) -> Tensor:
-        """The glimpse centres in pixel coordinates (row, col). Shapes: -> (B, N, 2)"""
-        scale = memory.locations.new_tensor([self.image_height, memory.width])
-        return (memory.locations + 1) / 2 * scale - 0.5  # [-1, 1] -> pixel centres
+    # -- what plots and scores read -----------------------------------------------------
 
     def glimpse_map(self, memory: GlimpseMemory) -> Tensor:
-        """Each glimpse's finest patch as uniform mass over the pixels it covers, averaged
-        over the glimpses. Shapes: -> (B, H·W), rows summing to 1 (0 if all outside)."""
-        height, width = self.image_height, memory.width
-        rows = torch.arange(height, device=memory.locations.device).float() + 0.5
-        cols = torch.arange(width, device=memory.locations.device).float() + 0.5
-        centre = (memory.locations + 1) / 2  # (B, N, 2) in [0, 1]
-        half = self.patch / 2
-        inside_r = (rows[None, None] - centre[..., :1] * height).abs() <= half  # (B, N, H)
-        inside_c = (cols[None, None] - centre[..., 1:] * width).abs() <= half  # (B, N, W)
-        area = inside_r[..., :, None] & inside_c[..., None, :]  # (B, N, H, W)
-        mass = area.float()
-        mass = mass / mass.sum(dim=(2, 3), keepdim=True).clamp(min=1)
-        return mass.mean(dim=1).flatten(1)  # (B, H·W)
+        """Where the model looked, as attention over pixels: each glimpse's finest patch
+        (side P) as uniform mass over the pixels it covers (`footprint`), averaged over the
+        N glimpses; the source axis is the H·W pixels row by row.
+
+        Shapes:
+            -> (B, H·W), non-negative, rows summing to 1
+        """
+        locations = memory.locations.float()  # (B, N, 2)
+        maps = footprint(locations, self.image_height, memory.width, self.patch)  # (B, N, H, W)
+        return maps.mean(dim=1).flatten(1)  # (B, H·W)
+
+    def glimpse_path(self, memory: GlimpseMemory) -> Tensor:
+        """The glimpse centres l_1..l_N in pixel coordinates (row, col): pixel (i, j)'s
+        centre is (i, j), so (-1, -1) is (-0.5, -0.5) and (1, 1) is (H - 0.5, W - 0.5).
+
+        Shapes:
+            -> (B, N, 2)
+        """
+        locations = memory.locations.float()  # (B, N, 2)
+        size = locations.new_tensor([self.image_height, memory.width])  # (2,)
+        return (locations + 1) / 2 * size - 0.5  # (B, N, 2)
+
+
+__all__ = [
+    "NOT_EOS",
+    "GlimpseMemory",
+    "GlimpseState",
+    "Glimpses",
+    "footprint",
+    "location_log_prob",
+]
