@@ -194,3 +194,14 @@ def test_the_glimpse_run_draws_its_path(image_runs, tmp_path):
     meta = json.loads(str(saved["meta"]))
     assert len(meta["glimpses"]) == load_config("configs/glimpses.yaml").model.glimpses
     assert meta["image"] == [40, 40]
+
+
+@pytest.mark.slow
+def test_a_stale_image_cache_is_named_not_scored(image_runs, monkeypatch, capsys):
+    from attnmt.inference import vision
+
+    made = vision.split_canvases
+    monkeypatch.setattr(vision, "split_canvases", lambda cfg, split: made(cfg, split)[::-1])
+    run_dir, _ = image_runs["captions-soft"]
+    assert main(["evaluate", str(run_dir), "--split", "dev", "--out", str(run_dir / "x")]) != 0
+    assert "stale data cache" in capsys.readouterr().err

@@ -27,6 +27,7 @@ from matplotlib.patches import Rectangle
 from attnmt.data import images
 from attnmt.data.batching import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import EOS
+from attnmt.errors import DataError
 from attnmt.inference.attention_maps import forced_weights
 from attnmt.models.vision import DOWNSAMPLE, grid_size
 from attnmt.plotting import load_arrays, save_arrays
@@ -79,7 +80,11 @@ def image_report(
     report: dict[str, Any] = digit_scores(hypotheses, [ex.tgt for ex in examples])
     canvases = split_canvases(loaded.cfg.data, split)[: len(examples)]
     if [" ".join(map(str, c.digits)) for c in canvases] != [ex.tgt for ex in examples]:
-        raise ValueError("the canvases made again differ from the prepared split")
+        raise DataError(
+            f"the prepared {split} split of data.corpus '{loaded.cfg.data.corpus}' differs "
+            "from the canvases made again from the run's config (a stale data cache?); "
+            "delete its folder under data.cache_dir and run again"
+        )
     if getattr(loaded.model, "uses_attention", True):
         report["localisation"] = localisation(loaded, examples, canvases, batch_tokens=batch_tokens)
     return report
