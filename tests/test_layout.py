@@ -27,6 +27,8 @@ LAZY_IMPORTS = {
     ("attnmt.data.images", "sklearn.datasets"),
     ("attnmt.data.images", "matplotlib.figure"),
     ("attnmt.data.images", "matplotlib.patches"),
+    # eflomal is optional (it builds from source): its absence is explained when it is used.
+    ("attnmt.inference.aligners", "eflomal"),
 }
 
 

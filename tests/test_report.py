@@ -141,6 +141,11 @@ def test_aer_against_the_gold_links(runs, gold, capsys):
     report = (runs["gold"] / "eval" / "test-beam1.md").read_text(encoding="utf-8")
     assert "## Alignment error rate" in report and "| diagonal baseline |" in report
     assert "AER" in out and "diagonal baseline" in out
+    # Which step aligns: the table's k = 0 is the report's own reading (the default offset).
+    offsets = {row["offset"]: row for row in alignment["by_offset"]}
+    assert set(offsets) == {-1, 0, 1, 2, 3}
+    assert offsets[0]["aer"] == alignment["aer"]
+    assert "decoder step t+k" in out and "| k | -1 | +0 | +1 | +2 | +3 |" in report
 
 
 @pytest.mark.parametrize("name", ["gold", "gold-tf"])
@@ -169,7 +174,7 @@ def test_aer_per_layer_and_head_for_the_transformer(runs, capsys):
     code, _, _ = attnmt(capsys, "evaluate", runs["gold-tf"], "--limit", "4")
     assert code == 0
     alignment = _result(runs["gold-tf"])["alignment"]
-    assert alignment["attention"] == {"layer": 1, "head": "mean"}
+    assert alignment["attention"] == {"layer": 1, "head": "mean", "offset": 0}
     heads = {(row["layer"], row["head"]): row for row in alignment["by_head"]}
     assert set(heads) == {(layer, head) for layer in (1, 2) for head in (1, 2, "mean")}
     assert alignment["aer"] == heads[(1, "mean")]["aer"]
@@ -193,9 +198,9 @@ def test_aer_per_layer_and_head_for_the_transformer(runs, capsys):
     picked = json.loads(
         (runs["gold-tf"] / "eval-head" / "test-beam1.json").read_text(encoding="utf-8")
     )["alignment"]
-    assert picked["attention"] == {"layer": 2, "head": 1}
+    assert picked["attention"] == {"layer": 2, "head": 1, "offset": 0}
     assert picked["aer"] == pytest.approx(heads[(2, 1)]["aer"])
-    assert chosen["alignment"]["attention"] == {"layer": 1, "head": "mean"}  # not overwritten
+    assert chosen["alignment"]["attention"] == {"layer": 1, "head": "mean", "offset": 0}  # kept
 
 
 def test_compare_two_runs(runs, tmp_path, capsys):

@@ -210,6 +210,7 @@ def test_json_lines_hold_words_links_and_weights(runs, tmp_path, capsys, monkeyp
         assert record["source_pieces"][-1] == record["target_pieces"][-1] == "</s>"
         np.testing.assert_allclose(pieces.sum(axis=1), 1.0, atol=1e-3)
     expected = {"layer": 1, "head": "mean"} if model == "tf" else {"layer": None, "head": None}
+    expected["offset"] = 0
     assert records[0]["attention"] == expected  # the second-to-last of 2 layers
 
 

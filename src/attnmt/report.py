@@ -103,6 +103,8 @@ def _alignment_markdown(alignment: dict[str, Any]) -> list[str]:
     which = "decoder attention"
     if att["layer"] is not None:
         which = f"layer {att['layer']}, head {att['head']}"
+    if att.get("offset"):
+        which += f", weights of step t{att['offset']:+d} for target word t"
     skipped = sum(alignment["skipped"].values())
     rows = [
         "## Alignment error rate",
@@ -118,6 +120,16 @@ def _alignment_markdown(alignment: dict[str, Any]) -> list[str]:
         _aer_row("diagonal baseline", alignment["diagonal"]),
         "",
     ]
+    if "by_offset" in alignment:
+        rows += [
+            "AER (%) when target word t is read off the weights of decoder step t + k:",
+            "",
+            "| k | " + " | ".join(f"{r['offset']:+d}" for r in alignment["by_offset"]) + " |",
+            "|---|" + "---:|" * len(alignment["by_offset"]),
+            "| AER (%) | " + " | ".join(f"{100 * r['aer']:.1f}" for r in alignment["by_offset"])
+            + " |",
+            "",
+        ]  # fmt: skip
     if "by_head" in alignment:
         rows += [
             "AER (%) of each layer and head (mean: the layer's heads averaged):",

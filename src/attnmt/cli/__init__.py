@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "translate": "translate text line by line, with alignments and plots",
     "evaluate": "BLEU, chrF, BLEU by length and AER of a run on a split",
     "plot": "draw the attention of chosen sentences, or redraw saved plots",
+    "align": "word alignments from eflomal, scored against gold links (AER)",
     "compare": "one table and one BLEU-by-length plot for several runs",
     "serve": "an HTTP translation API and a page that shows the attention",
 }

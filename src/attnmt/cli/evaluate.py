@@ -150,6 +150,11 @@ def print_summary(result: dict[str, Any], files: list[Path]) -> None:
             best = min(alignment["by_head"], key=lambda r: r["aer"])
             print(
                 f"  best head: layer {best['layer']} head {best['head']} "
+        if "by_offset" in alignment:
+            shifts = ", ".join(
+                f"{r['offset']:+d}: {100 * r['aer']:.1f}%" for r in alignment["by_offset"]
+            )
+            print(f"  AER reading target t off decoder step t+k: {shifts}")
                 f"(AER {100 * best['aer']:.1f}%)"
             )
     print(f"decoding: {speed['sentences_per_s']:.1f} sentences/s on {speed['device']}")

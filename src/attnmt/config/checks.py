@@ -68,6 +68,7 @@ _POSITIVE = {
         "checkpoint_every",
         "keep_last",
         "max_nonfinite",
+        "guided_weight",
     ),
 }
 _NON_NEGATIVE = {
@@ -349,6 +350,14 @@ def check_combination(cfg: Config) -> None:
             "train.doubly_stochastic penalises the soft attention of "
             f"{' and '.join(ATTENTIONAL_RNNS)} (Xu et al. 2015 §4.2.1), not "
             f"model.name={cfg.model.name!r} with model.mode={cfg.model.mode!r}; set it to 0"
+        )
+    if cfg.train.guided_alignment and (
+        cfg.model.name not in ("rnnsearch", "luong", "transformer") or cfg.model.mode != "soft"
+    ):
+        raise ConfigError(
+            "train.guided_alignment guides the soft attention of rnnsearch, luong or the "
+            f"transformer, not model.name={cfg.model.name!r} with model.mode="
+            f"{cfg.model.mode!r}; set it to '' (off)"
         )
 
 

@@ -166,6 +166,11 @@ class TrainConfig:
     # Soft attention (Xu et al. 2015 §4.2.1, eq. 14): lambda of the doubly stochastic
     # penalty lambda Σ_i (1 - Σ_t alpha_ti)^2, per sentence (attentional RNNs; 0 = off).
     doubly_stochastic: float = 0.0
+    # Guided alignment (Garg et al. 2019): a Pharaoh file of word links of the training
+    # pairs written by `attnmt align` (ids.txt beside it), and lambda, the weight of the
+    # cross-entropy pulling the aligning attention towards them ("" = off).
+    guided_alignment: str = ""
+    guided_weight: float = 0.05
     # Stop after this many non-finite losses in a row (each one's batch is skipped).
     max_nonfinite: int = 5
     # Also write TensorBoard event files into run_dir/tensorboard (needs `tensorboard`).

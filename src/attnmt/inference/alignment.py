@@ -285,3 +285,81 @@ def collapsed(links: set[Link], target_words: int) -> bool:
     for source, _ in links:
         per_source[source] = per_source.get(source, 0) + 1
     return max(per_source.values()) > target_words / 2
+
+
+# --- two directions made one ---------------------------------------------------------------
+
+SYMMETRIZATIONS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
+_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def symmetrize(
+    forward: set[Link], reverse: set[Link], method: str = "grow-diag-final-and"
+) -> set[Link]:
+    """One alignment from the links of two directions, both as (source i, target j).
+
+    A one-directional aligner (or attention) links each word of one side to at most one
+    word of the other; the two directions see different things. The heuristics of Och &
+    Ney (2003) and Koehn et al. (2003), as phrase-based MT used them:
+
+    - `intersection`: the links both directions agree on (high precision);
+    - `union`: every link of either (high recall);
+    - `grow-diag`: start from the intersection and, until nothing changes, add any union
+      link that neighbours (8 directions) a link already there and covers a word, on
+      either side, that has no link yet;
+    - `grow-diag-final`: then add the union links whose source *or* target word is still
+      unaligned; `grow-diag-final-and`: only those whose source *and* target words are
+      both unaligned (forward's first, then reverse's), the usual default.
+    """
+    if method not in SYMMETRIZATIONS:
+        raise ValueError(f"unknown symmetrization {method!r}; choose one of {SYMMETRIZATIONS}")
+    forward, reverse = set(forward), set(reverse)
+    union = forward | reverse
+    if method == "intersection":
+        return forward & reverse
+    if method == "union":
+        return union
+    links = forward & reverse
+    src_done = {i for i, _ in links}
+    tgt_done = {j for _, j in links}
+
+    def add(link: Link) -> None:
+        links.add(link)
+        src_done.add(link[0])
+        tgt_done.add(link[1])
+
+    grown = True
+    while grown:
+        grown = False
+        for i, j in sorted(links):
+            for di, dj in _NEIGHBOURS:
+                new = (i + di, j + dj)
+                if (
+                    new in union
+                    and new not in links
+                    and (new[0] not in src_done or new[1] not in tgt_done)
+                ):
+                    add(new)
+                    grown = True
+    if method == "grow-diag":
+        return links
+    both = method == "grow-diag-final-and"
+    for direction in (forward, reverse):
+        for i, j in sorted(direction):
+            free_src, free_tgt = i not in src_done, j not in tgt_done
+            if (free_src and free_tgt) if both else (free_src or free_tgt):
+                add((i, j))
+    return links
+
+
+def shift_rows(matrix: np.ndarray, offset: int) -> np.ndarray:
+    """The (T, S) matrix whose row t is row t + `offset` of `matrix` (clamped to 0..T-1).
+
+    A decoder whose attention at step t looks at the source word of target t − k (it
+    attends before it knows what it writes) aligns target t with the weights of step
+    t + k: `shift_rows(matrix, k)` lines them up before the links are read off.
+    """
+    if offset == 0:
+        return matrix
+    rows = np.clip(np.arange(matrix.shape[0]) + offset, 0, matrix.shape[0] - 1)
+    return matrix[rows]

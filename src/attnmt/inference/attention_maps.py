@@ -20,7 +20,7 @@ al. 2019, "Jointly Learning to Align and Translate with Transformer Models", §5
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from attnmt.arrays import to_numpy
 from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
 from attnmt.data.vocab import BOS, EOS
 from attnmt.errors import UserError
+from attnmt.inference.alignment import shift_rows
 from attnmt.plotting import heatmap, heatmap_grid, load_arrays, save_arrays
 
 # --- which matrix counts -------------------------------------------------------------------
@@ -47,31 +48,48 @@ class AttentionChoice:
     head: int | None = None
     layers: int = 1
     heads: int = 1
+    offset: int = 0  # links of target t read off the weights of decoder step t + offset
 
     def describe(self) -> str:
+        shift = f", weights of step t{self.offset:+d}" if self.offset else ""
         if not self.transformer:
-            return "decoder attention"
+            return f"decoder attention{shift}"
         head = "mean of heads" if self.head is None else f"head {self.head}"
-        return f"layer {self.layer}, {head}"
+        return f"layer {self.layer}, {head}{shift}"
 
     def as_dict(self) -> dict[str, Any]:
         if not self.transformer:
-            return {"layer": None, "head": None}
-        return {"layer": self.layer, "head": self.head if self.head is not None else "mean"}
+            return {"layer": None, "head": None, "offset": self.offset}
+        head = self.head if self.head is not None else "mean"
+        return {"layer": self.layer, "head": head, "offset": self.offset}
+
+
+# The decoder step whose weights align target word t, t + offset, by model family: measured
+# on the dev book of the Greek→English gold links (docs/alignment.md, "Which step aligns").
+# Every family's attention at step t already looks at the source of target t there.
+ALIGN_OFFSETS = {"rnnsearch": 0, "luong": 0, "transformer": 0}
 
 
 def choose_attention(
-    model_cfg: Any, *, layer: int | None = None, head: int | None = None
+    model_cfg: Any,
+    *,
+    layer: int | None = None,
+    head: int | None = None,
+    offset: int | None = None,
 ) -> AttentionChoice:
-    """Check `--align-layer`/`--align-head` (1-based) against the model and fill defaults."""
+    """Check `--align-layer`/`--align-head` (1-based) against the model and fill defaults;
+    `offset` (`--align-offset`) defaults to the model family's (`ALIGN_OFFSETS`)."""
+    if offset is None:
+        offset = ALIGN_OFFSETS.get(model_cfg.name, 0)
     if model_cfg.name != "transformer":
         if layer is not None or head is not None:
             raise UserError(
                 f"--align-layer and --align-head choose a Transformer cross-attention; this "
                 f"run's model is {model_cfg.name}, which has one attention, so leave them out"
             )
-        return AttentionChoice()
-    return transformer_choice(int(model_cfg.layers), int(model_cfg.heads), layer=layer, head=head)
+        return AttentionChoice(offset=offset)
+    choice = transformer_choice(int(model_cfg.layers), int(model_cfg.heads), layer=layer, head=head)
+    return replace(choice, offset=offset)
 
 
 def transformer_choice(
@@ -105,6 +123,13 @@ def select(weights: Tensor | np.ndarray, choice: AttentionChoice) -> np.ndarray:
         raise ValueError(f"weights must be (T, S) or (T, L, H, S), got {array.shape}")
     layer = array[:, choice.layer - 1]  # (T, H, S)
     return layer.mean(axis=1) if choice.head is None else layer[:, choice.head - 1]
+
+
+def aligning(weights: Tensor | np.ndarray, choice: AttentionChoice) -> np.ndarray:
+    """The (T, S) matrix whose row t aligns target t: `select`, then the choice's step
+    offset (`shift_rows`). Plots show `select`'s matrix, the weights as the decoder used them.
+    """
+    return shift_rows(select(weights, choice), choice.offset)
 
 
 # --- words of each side ------------------------------------------------------------------

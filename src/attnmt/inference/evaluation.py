@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -28,10 +29,13 @@ from attnmt.inference.alignment import (
     source_words,
     word_view,
 )
-from attnmt.inference.attention_maps import AttentionChoice, forced_weights, select
+from attnmt.inference.attention_maps import AttentionChoice, aligning, forced_weights
 from attnmt.inference.runs import LoadedRun
 from attnmt.inference.translator import translate_ids
 from attnmt.metrics import bleu_by_length, bleu_tokenizer, corpus_scores, tokenizer_note
+
+# Step offsets whose AER `alignment_report` tabulates (`by_offset`): does step t, t+1... align?
+OFFSETS = (-1, 0, 1, 2, 3)
 
 
 def evaluate_examples(
@@ -172,7 +176,7 @@ def alignment_report(
 
     def links_of(choice: AttentionChoice) -> list[set[tuple[int, int]]]:
         return [
-            word_view(select(w, choice), source, target).links
+            word_view(aligning(w, choice), source, target).links
             for w, (source, target, _) in zip(weights, maps, strict=True)
         ]
 
@@ -188,11 +192,16 @@ def alignment_report(
         "skipped": skipped,
         "diagonal": _rounded(alignment_scores(diagonal, sure)),
     }
+    # Which decoder step aligns target word t: the chosen matrix read at t + k.
+    report["by_offset"] = [
+        {"offset": k, **_rounded(alignment_scores(links_of(replace(choice, offset=k)), sure))}
+        for k in OFFSETS
+    ]
     if choice.transformer and weights:
         rows = []
         for layer in range(1, choice.layers + 1):
             for head in [*range(1, choice.heads + 1), None]:
-                pick = AttentionChoice(True, layer, head, choice.layers, choice.heads)
+                pick = replace(choice, layer=layer, head=head)
                 row = _rounded(alignment_scores(links_of(pick), sure))
                 rows.append({"layer": layer, "head": head or "mean", **row})
         report["by_head"] = rows

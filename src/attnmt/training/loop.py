@@ -191,7 +191,7 @@ def _train_step(run: Run, batches: Iterator, ctrl_c: _CtrlC, bar: tqdm) -> float
     batch = next(batches).to(run.device)
     run.optimizer.zero_grad(set_to_none=True)
     loss, stats = batch_loss(
-        run.ddp, batch, cfg, ctx, p, autocast_dtype=run.precision.autocast_dtype
+        run.ddp, batch, cfg, ctx, p, autocast_dtype=run.precision.autocast_dtype, guide=run.guide
     )
     finite, nll_sum, tokens = _step_totals(loss, stats, ctx)
     what = "loss"

@@ -33,6 +33,7 @@ from torch import Tensor
 from attnmt.config import Config
 from attnmt.data.vocab import PAD
 from attnmt.training import distributed
+from attnmt.training.guided import Guide, guided_loss
 
 if TYPE_CHECKING:  # annotations only: run.py builds on the losses here
     from attnmt.training.run import Progress
@@ -87,6 +88,7 @@ def batch_loss(
     progress: Progress,
     *,
     autocast_dtype: torch.dtype | None = None,
+    guide: Guide | None = None,
 ) -> tuple[torch.Tensor, dict]:
     """Cross-entropy over the target tokens (plus REINFORCE terms for hard attention).
 
@@ -94,7 +96,9 @@ def batch_loss(
     (all processes) times the world size, because DDP averages gradients over processes:
     the gradient is then exactly that of one process seeing the whole global batch.
     `autocast_dtype` is the resolved precision (`attnmt.devices.Precision`); without it an
-    explicit `train.precision: bf16` autocasts and anything else runs in fp32.
+    explicit `train.precision: bf16` autocasts and anything else runs in fp32. With a
+    `guide`, λ·L_guide of guided alignment is added (`attnmt.training.guided`), normalised
+    by the global number of guided target positions in the same way.
 
     Shapes:
         batch.src (B, S), batch.tgt_in / tgt_out / tgt_mask (B, T); logits (B, T, V)
@@ -105,7 +109,9 @@ def batch_loss(
     device_type = batch.src.device.type
     penalty = cfg.train.doubly_stochastic
     with torch.autocast(device_type, dtype=dtype or torch.float32, enabled=dtype is not None):
-        out = model(batch.src, batch.src_mask, batch.tgt_in, need_weights=penalty > 0)
+        out = model(
+            batch.src, batch.src_mask, batch.tgt_in, need_weights=penalty > 0 or guide is not None
+        )
     logits = out.logits.float()
     vocab = logits.size(-1)
     nll = F.cross_entropy(
@@ -123,6 +129,15 @@ def batch_loss(
         loss = loss + penalty * doubly_stochastic(out.weights, batch) / global_tokens * (
             ctx.world_size
         )
+    if guide is not None:
+        weights = out.weights
+        if weights.dim() == 5:  # Transformer (B, L, H, T, S): second-to-last layer, head 1
+            weights = weights[:, max(weights.size(1) - 2, 0), 0]
+        target = guide.targets(batch.indices, *weights.shape[1:]).to(weights.device)
+        total, rows = guided_loss(weights, target)
+        global_rows = distributed.all_reduce_sum(rows.detach().float(), ctx).clamp_min(1.0)
+        loss = loss + cfg.train.guided_weight * total / global_rows * ctx.world_size
+        stats["guided_sum"] = float(total.detach())
     if getattr(out, "attn_log_prob", None) is not None:
         if cfg.train.label_smoothing:  # the reward is log p(y | a, x), never a smoothed loss
             nll = F.cross_entropy(

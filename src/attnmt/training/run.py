@@ -38,6 +38,7 @@ from attnmt.devices import (
 from attnmt.errors import CheckpointError, UserError
 from attnmt.models import build_model
 from attnmt.training import distributed
+from attnmt.training.guided import Guide, read_guide
 from attnmt.training.schedules import build_schedule
 
 
@@ -164,6 +165,7 @@ class Run:
             rank=self.ctx.rank,
             world_size=self.ctx.world_size,
         )
+        self.guide = self._guide() if cfg.train.guided_alignment else None
         self.progress = Progress()
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -176,6 +178,27 @@ class Run:
         if self.ctx.enabled:
             self.ddp = torch.nn.parallel.DistributedDataParallel(self.model)
         self.writer = self._tensorboard() if self.ctx.is_main else None
+
+    def _guide(self) -> Guide:
+        """Guided alignment's targets for the training pairs (`attnmt.training.guided`)."""
+        links = read_guide(self.cfg.train.guided_alignment)
+        guide = Guide(self.data.train, self.data.vocab, links)
+        if not guide.guided:
+            raise UserError(
+                f"train.guided_alignment: none of the {len(self.data.train):,} training pairs "
+                f"has links in {self.cfg.train.guided_alignment} (they are matched by id, e.g. "
+                "'John 3:16'); align this corpus's text with `attnmt align`"
+            )
+        _say(
+            f"guided alignment: {guide.guided:,} of {len(self.data.train):,} training pairs "
+            f"have links (weight {self.cfg.train.guided_weight})"
+            + (
+                f"; {guide.bad_links} with links past their words ignored"
+                if guide.bad_links
+                else ""
+            )
+        )
+        return guide
 
     def _tensorboard(self):
         if not self.cfg.train.tensorboard:

@@ -1,0 +1,194 @@
+"""`attnmt align`: word alignments from a statistical aligner (eflomal), and their AER.
+
+    attnmt align                                    # the Greek-English gold corpus
+    attnmt align --src train.de --tgt train.en --out align/   # any parallel text
+
+Without `--src`, every verse of the Greek→English corpus with gold links (all 27 books,
+`attnmt data show alignments`) is aligned at once, as unsupervised aligners are used: they
+learn from the text they align, the test book included (the attention of a translation
+model never sees the test book). The links are then scored against the gold ones on the
+dev (Romans) and test (John) books, for each direction and each symmetrization, beside
+the diagonal baseline. Written into `--out` (default runs/eflomal-grc-en):
+
+    ids.txt                    one id per sentence pair ("John 3:16", "train.de:12")
+    forward.align              eflomal's links, target words -> source words (Pharaoh i-j)
+    reverse.align              source words -> target words
+    grow-diag-final-and.align  the two symmetrized (--symmetrize picks the heuristic)
+    report.json                the scores (gold corpus, or with --gold)
+
+`train.guided_alignment` reads such a folder's links by id to guide a model's attention
+(docs/alignment.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from attnmt.config.sections import DataConfig
+from attnmt.data.alignments import load_gold, read_pharaoh, split_by_book, write_pharaoh
+from attnmt.data.files import read_parallel
+from attnmt.errors import UserError
+from attnmt.inference.aligners import eflomal_links
+from attnmt.inference.alignment import (
+    SYMMETRIZATIONS,
+    alignment_scores,
+    diagonal_alignment,
+    symmetrize,
+)
+
+GOLD_SPLITS = ("dev", "test")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--src", metavar="FILE", help="source text, one sentence a line")
+    parser.add_argument("--tgt", metavar="FILE", help="target text, line by line with --src")
+    parser.add_argument(
+        "--gold",
+        metavar="FILE",
+        help="with --src/--tgt: gold links (Pharaoh i-j, one line a pair) to score against",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where to write (default runs/eflomal-grc-en; required with --src)",
+    )
+    parser.add_argument(
+        "--symmetrize",
+        default="grow-diag-final-and",
+        choices=SYMMETRIZATIONS,
+        help="how the two directions are made one (default grow-diag-final-and)",
+    )
+    parser.add_argument(
+        "--length",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="eflomal's sampling iterations relative to its default (default 1.0)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace --out if it already holds files"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.src is None) != (args.tgt is None):
+        raise UserError("give both --src and --tgt (parallel text), or neither (gold corpus)")
+    if args.gold and not args.src:
+        raise UserError("--gold scores links of --src/--tgt; the gold corpus has its own")
+    if args.length <= 0:
+        raise UserError(f"--length must be positive, got {args.length}")
+    if args.src and not args.out:
+        raise UserError("give --out DIR: where to write the links of --src/--tgt")
+    out = Path(args.out or "runs/eflomal-grc-en")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
+        raise UserError(f"'{out}' already holds files; choose another --out or add --force")
+    if args.src:
+        ids, src, tgt = _read_text(Path(args.src), Path(args.tgt))
+        gold = _read_gold(Path(args.gold), len(ids)) if args.gold else None
+        scored = {"all": list(range(len(ids)))} if gold else {}
+    else:
+        ids, src, tgt, gold, scored = _gold_corpus()
+    print(f"aligning {len(ids):,} sentence pairs with eflomal (both directions)...")
+    forward, reverse = eflomal_links(src, tgt, length=args.length)
+    links = {
+        "forward": forward,
+        "reverse": reverse,
+        **{m: [symmetrize(f, r, m) for f, r in zip(forward, reverse, strict=True)]
+           for m in SYMMETRIZATIONS},
+    }  # fmt: skip
+    report = {
+        "aligner": "eflomal 2.0.0 (IBM1 + HMM + fertility, 3 samplers)",
+        "length": args.length,
+        "pairs": len(ids),
+        "symmetrize": args.symmetrize,
+        "note": "unsupervised: trained on every pair it aligns, the scored ones included",
+        "scores": {},
+    }
+    if gold is not None:
+        diagonal = [diagonal_alignment(len(s), len(t)) for s, t in zip(src, tgt, strict=True)]
+        for split, rows in scored.items():
+            sure = [gold[i] for i in rows]
+            table = {
+                name: _rounded(alignment_scores([found[i] for i in rows], sure))
+                for name, found in {**links, "diagonal": diagonal}.items()
+            }
+            report["scores"][split] = table
+            _print_scores(split, table)
+    _write(out, ids, links, args.symmetrize, report, replace=args.force)
+    print(f"wrote {out}/ (ids.txt, forward.align, reverse.align, {args.symmetrize}.align)")
+    return 0
+
+
+def _gold_corpus():
+    verses = load_gold().verses
+    books = DataConfig()  # the dev and test books every alignments config uses by default
+    parts = split_by_book(verses, test_books=books.test_books, dev_books=books.dev_books)
+    index = {v.ref: n for n, v in enumerate(verses)}
+    scored = {s: [index[v.ref] for v in parts[s]] for s in GOLD_SPLITS}
+    return (
+        [v.ref for v in verses],
+        [v.src for v in verses],
+        [v.tgt for v in verses],
+        [v.links for v in verses],
+        scored,
+    )
+
+
+def _read_text(src_path: Path, tgt_path: Path):
+    pairs = read_parallel(src_path, tgt_path)
+    ids, src, tgt = [], [], []
+    for number, (s, t) in enumerate(pairs, start=1):
+        if s.split() and t.split():  # as the training data: pairs with an empty side dropped
+            ids.append(f"{src_path.name}:{number}")
+            src.append(s.split())
+            tgt.append(t.split())
+    if not ids:
+        raise UserError(f"{src_path} and {tgt_path} hold no pair with words on both sides")
+    return ids, src, tgt
+
+
+def _read_gold(path: Path, pairs: int):
+    gold = read_pharaoh(path)
+    if len(gold) != pairs:
+        raise UserError(
+            f"{path} has {len(gold)} lines but there are {pairs} sentence pairs with words on "
+            "both sides; give one line of gold links per pair"
+        )
+    return gold
+
+
+def _print_scores(split: str, table: dict) -> None:
+    print(f"\n{split}: {table['forward']['sentences']} sentences with gold links")
+    print(f"  {'links':<22}{'AER':>7}{'precision':>11}{'recall':>8}")
+    for name, s in table.items():
+        print(
+            f"  {name:<22}{100 * s['aer']:>6.1f}%{100 * s['precision']:>10.1f}%"
+            f"{100 * s['recall']:>7.1f}%"
+        )
+
+
+def _rounded(scores: dict) -> dict:
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}
+
+
+def _write(out: Path, ids, links, method: str, report: dict, *, replace: bool) -> None:
+    """Write into a fresh folder beside `out`, then put it in place (nothing half-written)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        (tmp / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+        for name in ("forward", "reverse", method):
+            write_pharaoh(tmp / f"{name}.align", links[name])
+        (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        if out.exists() and replace:
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        elif out.exists():  # an empty folder
+            out.rmdir()
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
