@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "plot": "draw the attention of chosen sentences, or redraw saved plots",
     "align": "word alignments from eflomal, scored against gold links (AER)",
     "compare": "one table and one BLEU-by-length plot for several runs",
+    "export": "write a Transformer run as a CTranslate2 model (optionally int8)",
     "serve": "an HTTP translation API and a page that shows the attention",
 }
 

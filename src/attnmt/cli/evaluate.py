@@ -28,16 +28,18 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from attnmt.cli.options import add_decoding_arguments, check_decoding_arguments
+from attnmt.cli.options import (
+    add_decoding_arguments,
+    check_decoding_arguments,
+    load_decoding_run,
+)
 from attnmt.config import IMAGE_CORPORA
 from attnmt.data import prepare
-from attnmt.devices import pick_device
 from attnmt.errors import UserError
 from attnmt.inference import (
     alignment_report,
     choose_attention,
     evaluate_examples,
-    load_run,
     source_limit,
 )
 from attnmt.inference.vision import image_report
@@ -62,14 +64,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="where to write the report (default RUN/eval, where `attnmt compare` looks)",
     )
-    add_decoding_arguments(parser)
+    add_decoding_arguments(parser, quantize=True)
 
 
 def run(args: argparse.Namespace) -> int:
     check_decoding_arguments(args)
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
-    loaded = load_run(args.run, device=pick_device(args.device, option="--device"))
+    loaded = load_decoding_run(args)
     choice = choose_attention(loaded.cfg.model, layer=args.align_layer, head=args.align_head)
     examples = prepare(loaded.cfg.data).split(args.split)[: args.limit]
     if not examples:
@@ -89,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         max_len_ratio=args.max_len_ratio,
         batch_tokens=args.batch_tokens,
     )
+    if args.quantize:  # the speed and scores are those of the quantised model
+        result["quantize"] = args.quantize
     alignments = None
     if loaded.cfg.data.corpus in IMAGE_CORPORA:
         result["images"] = image_report(
@@ -146,15 +150,15 @@ def print_summary(result: dict[str, Any], files: list[Path]) -> None:
             f"recall {100 * alignment['recall']:.1f}%); diagonal baseline AER "
             f"{100 * alignment['diagonal']['aer']:.1f}%"
         )
-        if "by_head" in alignment:
-            best = min(alignment["by_head"], key=lambda r: r["aer"])
-            print(
-                f"  best head: layer {best['layer']} head {best['head']} "
         if "by_offset" in alignment:
             shifts = ", ".join(
                 f"{r['offset']:+d}: {100 * r['aer']:.1f}%" for r in alignment["by_offset"]
             )
             print(f"  AER reading target t off decoder step t+k: {shifts}")
+        if "by_head" in alignment:
+            best = min(alignment["by_head"], key=lambda r: r["aer"])
+            print(
+                f"  best head: layer {best['layer']} head {best['head']} "
                 f"(AER {100 * best['aer']:.1f}%)"
             )
     print(f"decoding: {speed['sentences_per_s']:.1f} sentences/s on {speed['device']}")

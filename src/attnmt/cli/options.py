@@ -1,6 +1,7 @@
 """Decoding options shared by `attnmt translate`, `evaluate` and `plot`: the flags (beam,
-length penalty, length limits, batch size, device, which Transformer attention aligns)
-and their checks. The source-length limit itself is `attnmt.inference.source_limit`.
+length penalty, length limits, batch size, device, which Transformer attention aligns;
+int8 quantisation for `translate` and `evaluate`) and their checks, and loading the run
+they decode. The source-length limit itself is `attnmt.inference.source_limit`.
 """
 
 from __future__ import annotations
@@ -8,13 +9,14 @@ from __future__ import annotations
 import argparse
 
 from attnmt.data.batching import DECODE_BATCH_TOKENS
-from attnmt.devices import DEVICES
+from attnmt.devices import DEVICES, pick_device
 from attnmt.errors import UserError
-from attnmt.inference import MAX_SOURCE_TOKENS
+from attnmt.inference import MAX_SOURCE_TOKENS, LoadedRun, load_run
+from attnmt.inference.translator import QUANTIZATIONS, quantize_model
 
 
-def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-    """The decoding flags `translate`, `evaluate` and `plot` share."""
+def add_decoding_arguments(parser: argparse.ArgumentParser, *, quantize: bool = False) -> None:
+    """The decoding flags `translate`, `evaluate` and `plot` share (`quantize`: --quantize)."""
     group = parser.add_argument_group("decoding")
     group.add_argument(
         "--beam", type=int, default=1, metavar="K", help="beam size (default 1: greedy decoding)"
@@ -70,6 +72,14 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="H",
         help="Transformer: the head that aligns (1-based; default the mean of the layer's heads)",
     )
+    if quantize:
+        group.add_argument(
+            "--quantize",
+            choices=QUANTIZATIONS,
+            default=None,
+            help="int8: PyTorch dynamic quantisation of the linear maps, on the CPU only "
+            "(--device auto then means the CPU); default: none, fp32",
+        )
 
 
 def check_decoding_arguments(args: argparse.Namespace) -> None:
@@ -82,9 +92,25 @@ def check_decoding_arguments(args: argparse.Namespace) -> None:
         raise UserError(f"--max-len-ratio must be positive, got {args.max_len_ratio}")
     if args.batch_tokens < 1:
         raise UserError(f"--batch-tokens must be at least 1, got {args.batch_tokens}")
+    quantize = getattr(args, "quantize", None)
+    if quantize and args.device in ("cuda", "mps"):
+        raise UserError(
+            f"--quantize {quantize} runs on the CPU only (PyTorch's dynamic quantisation has "
+            f"no {args.device} kernels); use --device cpu, or leave out --quantize"
+        )
     n_best = getattr(args, "n_best", 1)
     if not 1 <= n_best <= args.beam:
         raise UserError(
             f"--n-best {n_best} needs a beam at least as wide: use --beam {max(n_best, 1)} "
             f"or more (--n-best must be between 1 and --beam, which is {args.beam})"
         )
+
+
+def load_decoding_run(args: argparse.Namespace) -> LoadedRun:
+    """The run `args.run` on the device `--device` names, quantised if `--quantize` asks."""
+    quantize = getattr(args, "quantize", None)
+    device = "cpu" if quantize and args.device == "auto" else args.device  # int8: CPU kernels
+    loaded = load_run(args.run, device=pick_device(device, option="--device"))
+    if quantize:
+        loaded.model = quantize_model(loaded.model, quantize)
+    return loaded

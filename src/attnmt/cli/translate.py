@@ -19,12 +19,15 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from attnmt.cli.options import add_decoding_arguments, check_decoding_arguments
+from attnmt.cli.options import (
+    add_decoding_arguments,
+    check_decoding_arguments,
+    load_decoding_run,
+)
 from attnmt.data.alignments import format_pharaoh
 from attnmt.data.files import read_lines
-from attnmt.devices import pick_device
 from attnmt.errors import DataError, UserError
-from attnmt.inference import Sentence, Translator, labels, load_run, write_attention
+from attnmt.inference import Sentence, Translator, labels, write_attention
 
 CHUNK_LINES = 256  # lines decoded together: output streams, and weights stay bounded
 
@@ -66,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a prompt: translate each line typed as soon as it is entered; Ctrl-D ends",
     )
-    add_decoding_arguments(parser)
+    add_decoding_arguments(parser, quantize=True)
     group = parser.add_argument_group("alignments and plots")
     group.add_argument(
         "--alignments",
@@ -100,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--interactive reads standard input; leave out the FILE argument")
     # A terminal on standard input and no file: a person is typing, so prompt.
     interactive = args.interactive or (args.input == "-" and sys.stdin.isatty())
-    loaded = load_run(args.run, device=pick_device(args.device, option="--device"))
+    loaded = load_decoding_run(args)
     session = _Session(loaded, args)
     # Read everything before opening the output, so `-o` may name the input file.
     lines = [] if interactive else read_lines(args.input)

@@ -15,13 +15,16 @@ line cannot exhaust memory: decoding time and memory grow with S x T.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from torch import Tensor
+from torch.ao.quantization import quantize_dynamic
 
+from attnmt.attention import ConcatScore, LocalPredictor
 from attnmt.config import IMAGE_MODELS
 from attnmt.data.alignments import format_pharaoh
 from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
@@ -126,6 +129,49 @@ def _trim(hyp: Hypothesis, width: int) -> Hypothesis:
     if hyp.weights is None or hyp.weights.shape[-1] == width:
         return hyp
     return replace(hyp, weights=hyp.weights[..., :width].clone())
+
+
+QUANTIZATIONS = ("int8",)
+# Modules that read their linear maps' weight matrices themselves (a slice of W_a, F.linear
+# in fp32), which a quantised linear map no longer has: their maps stay fp32.
+READS_WEIGHTS = (ConcatScore, LocalPredictor)
+
+
+def quantize_model(model: torch.nn.Module, scheme: str) -> torch.nn.Module:
+    """PyTorch dynamic quantisation for decoding on the CPU: every `nn.Linear` (but those of
+    `READS_WEIGHTS`) gets int8 weights (one scale per matrix) and int8 activations
+    quantised batch by batch; the rest (embeddings, norms, recurrent cells) stays fp32. A
+    tied output layer gets its own int8 copy. Returns the quantised model (eval mode);
+    `model` is left as it was.
+
+    Raises:
+        UserError: an unknown scheme, or a model that is not on the CPU (no GPU kernels).
+    """
+    if scheme not in QUANTIZATIONS:
+        raise UserError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, got '{scheme}'")
+    device = next(model.parameters()).device
+    if device.type != "cpu":
+        raise UserError(
+            f"--quantize {scheme} runs on the CPU only (PyTorch's dynamic quantisation has no "
+            f"{device.type} kernels); use --device cpu, or export the run to CTranslate2"
+        )
+    keep = {
+        f"{name}.{child}"
+        for name, module in model.named_modules()
+        if isinstance(module, READS_WEIGHTS)
+        for child, _ in module.named_children()
+    }
+    linears = {
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear) and name not in keep
+    }
+    with warnings.catch_warnings():
+        # torch.ao.quantization is deprecated in favour of the separate torchao package,
+        # which is not a dependency of ours; the eager API still works in torch 2.13.
+        warnings.filterwarnings("ignore", "torch.ao.quantization is deprecated", DeprecationWarning)
+        warnings.filterwarnings("ignore", "torch.quantize_per_tensor", UserWarning)
+        return quantize_dynamic(model, linears, dtype=torch.qint8).eval()
 
 
 # --------------------------------------------------------------------------------------
