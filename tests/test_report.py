@@ -225,3 +225,18 @@ def test_compare_two_runs(runs, tmp_path, capsys):
     # A run without an evaluation of the split: say how to make one.
     code, _, err = attnmt(capsys, "compare", runs["tsv"], runs["gold"], "--split", "dev")
     assert code == 2 and f"attnmt evaluate {runs['gold']} --split dev" in err
+
+
+def test_align_offset_reads_the_links_off_a_later_step(runs, tmp_path, capsys):
+    code, _, _ = attnmt(
+        capsys, "evaluate", runs["gold"], "--limit", "6", "--align-offset", "1", "--out", tmp_path
+    )
+    assert code == 0
+    alignment = json.loads((tmp_path / "test-beam1.json").read_text(encoding="utf-8"))["alignment"]
+    assert alignment["attention"]["offset"] == 1
+    offsets = {row["offset"]: row for row in alignment["by_offset"]}
+    assert alignment["aer"] == offsets[1]["aer"]
+    report = (tmp_path / "test-beam1.md").read_text(encoding="utf-8")
+    assert "weights of step t+1 for target word t" in report
+    code, _, err = attnmt(capsys, "plot", runs["gold"], "--align-offset", "1")
+    assert code == 2 and "leave it out" in err

@@ -297,3 +297,17 @@ def test_translation_weights_are_cut_to_each_source(runs):
             assert translation.weights.shape[0] == len(translation.tokens) + 1
             sums = translation.weights.sum(dim=-1)
             torch.testing.assert_close(sums, torch.ones_like(sums))
+
+
+def test_align_offset_links_each_word_to_a_later_steps_argmax(runs, tmp_path, capsys, monkeypatch):
+    source = _write(tmp_path / "in.txt", ["1 2 3 4"])
+    args = ("translate", runs["tf"], source, "--alignments", "json")
+    code, out, _ = attnmt(capsys, monkeypatch, *args, "--align-offset", "1")
+    assert code == 0
+    record = json.loads(out)
+    assert record["attention"]["offset"] == 1
+    code, plain, _ = attnmt(capsys, monkeypatch, *args)
+    plain_record = json.loads(plain)
+    # Same translation and weights; only where the links are read differs.
+    assert record["translation"] == plain_record["translation"]
+    assert record["subword_weights"] == plain_record["subword_weights"]

@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
     loaded = load_decoding_run(args)
-    choice = choose_attention(loaded.cfg.model, layer=args.align_layer, head=args.align_head)
+    choice = choose_attention(
+        loaded.cfg.model, layer=args.align_layer, head=args.align_head, offset=args.align_offset
+    )
     examples = prepare(loaded.cfg.data).split(args.split)[: args.limit]
     if not examples:
         raise UserError(

@@ -72,6 +72,14 @@ def add_decoding_arguments(parser: argparse.ArgumentParser, *, quantize: bool = 
         metavar="H",
         help="Transformer: the head that aligns (1-based; default the mean of the layer's heads)",
     )
+    group.add_argument(
+        "--align-offset",
+        type=int,
+        default=None,
+        metavar="K",
+        help="read target word t's links off decoder step t+K (default: the model family's, "
+        "0; docs/alignment.md)",
+    )
     if quantize:
         group.add_argument(
             "--quantize",

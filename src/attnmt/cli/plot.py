@@ -87,6 +87,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.align_offset is not None:
+        raise UserError(
+            "--align-offset chooses which step's weights become links (translate, evaluate); "
+            "a plot shows the weights of every step as the decoder used them, so leave it out"
+        )
     formats = [f.strip().lower() for f in args.formats.split(",") if f.strip()]
     known = Figure().canvas.get_supported_filetypes()
     unknown = [f for f in formats if f not in known]

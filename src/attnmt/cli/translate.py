@@ -160,6 +160,7 @@ class _Session:
             max_source_len=args.max_source_len,
             align_layer=args.align_layer,
             align_head=args.align_head,
+            align_offset=args.align_offset,
             need_weights=bool(args.alignments or args.plot),
             threshold=args.threshold,
         )

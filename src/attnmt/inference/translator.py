@@ -31,7 +31,7 @@ from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_bat
 from attnmt.data.vocab import EOS
 from attnmt.errors import UserError
 from attnmt.inference.alignment import WordView, source_words, target_words, word_view
-from attnmt.inference.attention_maps import choose_attention, labels, select
+from attnmt.inference.attention_maps import aligning, choose_attention, labels, select
 from attnmt.inference.runs import LoadedRun
 from attnmt.inference.search import Hypothesis, beam_search, greedy
 
@@ -240,6 +240,7 @@ class Translator:
         max_source_len: int | None = None,
         align_layer: int | None = None,
         align_head: int | None = None,
+        align_offset: int | None = None,
         need_weights: bool = False,
         threshold: float | None = None,
     ) -> None:
@@ -248,7 +249,9 @@ class Translator:
         self.beam, self.alpha, self.n_best = beam, alpha, n_best
         self.max_len_ratio, self.batch_tokens = max_len_ratio, batch_tokens
         self.threshold = threshold
-        self.choice = choose_attention(loaded.cfg.model, layer=align_layer, head=align_head)
+        self.choice = choose_attention(
+            loaded.cfg.model, layer=align_layer, head=align_head, offset=align_offset
+        )
         self.need_weights = need_weights
         if need_weights and not getattr(loaded.model, "uses_attention", True):
             raise UserError(
@@ -292,7 +295,7 @@ class Translator:
             raise ValueError("words() needs a translation decoded with need_weights=True")
         text = hyp.text if isinstance(hyp, Translation) else self.vocab.tgt.decode(hyp.tokens)
         return word_view(
-            select(hyp.weights, self.choice),
+            aligning(hyp.weights, self.choice),
             source_words(self.vocab.src, sentence.source, len(sentence.ids)),
             target_words(self.vocab.tgt, hyp.tokens, text),
             threshold=self.threshold,
