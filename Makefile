@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 FONTS  := fonts-noto-cjk fonts-noto-core
 
-.PHONY: demo test lint setup clean
+.PHONY: demo test lint setup clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/python -m pytest
+
+# Side by side with JoeyNMT 2.3 (installed into its own venv on first use), PyTorch and
+# CTranslate2 on this machine; regenerates benchmarks/results.md (about 40 minutes on 2
+# cores; BENCH_ARGS="--minutes 20" for the issue's 20-minute time-to-quality budget).
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -79,7 +79,9 @@ class ModelConfig:
     heads: int = 4
     ff_size: int = 1024
     pre_norm: bool = True
-    # Share target embeddings and the output projection.
+    # Transformer: share the target embeddings and the output projection. The recurrent
+    # models never tie (their output layer reads a deep-output or attentional vector);
+    # the option is ignored there.
     tie_embeddings: bool = True
     # Transformer: also share the source embeddings with the target ones (needs one joint
     # vocabulary: data.joint_vocab, equal source and target vocabulary sizes).

@@ -1,0 +1,88 @@
+"""The machine a benchmark ran on, and what its matrix products can do at most.
+
+    from machine import describe
+    info = describe()      # {"cpu", "cores", "threads", "flags", "torch", "peak_gflops": ...}
+
+Every results file of `make bench` starts with this, because every figure in it is only
+meaningful on the machine it was measured on: the fp32 and bf16 matrix-product peaks are
+measured on the spot (the best of a few sizes), and model FLOP utilisation (MFU) in the
+other groups is a fraction of them.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+import torch
+
+from attnmt.devices import NOTABLE_FLAGS, cpu_flags, cpu_model
+
+SIZES = (512, 1024, 2048)  # square matrix products tried for the peak
+
+
+def matmul_gflops(n: int, dtype: torch.dtype, *, seconds: float = 0.4) -> float:
+    """GFLOP/s of an (n, n) @ (n, n) product in `dtype`, the best of repeated runs that
+    together take about `seconds` (at least one run after a warm-up)."""
+    a = torch.randn(n, n).to(dtype)
+    b = torch.randn(n, n).to(dtype)
+    torch.matmul(a, b)  # warm-up: kernel selection, caches
+    flops = 2.0 * n**3
+    best = float("inf")
+    spent = 0.0
+    while spent < seconds or best == float("inf"):
+        started = time.perf_counter()
+        torch.matmul(a, b)
+        took = time.perf_counter() - started
+        best = min(best, took)
+        spent += took
+    return flops / best / 1e9
+
+
+def matmul_peak(dtype: torch.dtype, *, seconds: float = 0.4, sizes=SIZES) -> dict:
+    """The best GFLOP/s over `sizes`. An emulated dtype (bf16 without AMX/AVX512-BF16 runs
+    ~150x slower) stops after the first size once it is clearly slow, so that measuring it
+    never takes minutes."""
+    rates = {}
+    for n in sizes:
+        rates[n] = round(matmul_gflops(n, dtype, seconds=seconds), 1)
+        if rates[n] < 20:  # emulated: a larger size would only take longer
+            break
+    best = max(rates, key=rates.get)
+    return {"gflops": rates[best], "size": best, "by_size": rates}
+
+
+def describe(*, seconds: float = 0.4, sizes=SIZES) -> dict:
+    """CPU model, cores, flags, torch, threads and the measured fp32 / bf16 peaks."""
+    flags = cpu_flags()
+    return {
+        "cpu": cpu_model(),
+        "machine": platform.machine(),
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "flags": sorted(flags & NOTABLE_FLAGS),
+        "torch": torch.__version__,
+        "peak": {
+            "fp32": matmul_peak(torch.float32, seconds=seconds, sizes=sizes),
+            "bf16": matmul_peak(torch.bfloat16, seconds=seconds, sizes=sizes),
+        },
+    }
+
+
+def markdown(info: dict) -> str:
+    """The machine as the first lines of a results page."""
+    peak = info["peak"]
+    flags = ", ".join(info["flags"]) or "none of avx2/avx512/amx"
+    return (
+        f"- CPU: {info['cpu']} ({info['machine']}), {info['cores']} cores, "
+        f"torch {info['torch']} with {info['threads']} threads\n"
+        f"- flags: {flags}\n"
+        f"- matrix-product peak, measured now: fp32 {peak['fp32']['gflops']:,.1f} GFLOP/s "
+        f"(n = {peak['fp32']['size']}), bf16 {peak['bf16']['gflops']:,.1f} GFLOP/s "
+        f"(n = {peak['bf16']['size']})\n"
+    )
+
+
+if __name__ == "__main__":
+    print(markdown(describe()))

@@ -1,0 +1,91 @@
+"""`make bench` (benchmarks/bench.py) cannot rot: its smoke version runs every group on toy
+sizes and writes the results page; the arithmetic behind its ratios (time to a perplexity,
+memory growth, MFU, tokens/s over a run) is checked on known numbers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import bench  # noqa: E402
+import kernels  # noqa: E402
+import machine  # noqa: E402
+import report_md  # noqa: E402
+
+
+def test_minutes_to_reach_interpolates_between_validations():
+    curve = [
+        {"train_seconds": 60, "dev_ppl": 200.0},
+        {"train_seconds": 120, "dev_ppl": 100.0},
+        {"train_seconds": 180, "dev_ppl": 50.0},
+    ]
+    # 150 lies halfway from 200 (1 min) to 100 (2 min).
+    assert bench.minutes_to_reach(curve, 150.0) == pytest.approx(1.5)
+    assert bench.minutes_to_reach(curve, 50.0) == pytest.approx(3.0)
+    assert bench.minutes_to_reach(curve, 300.0) == pytest.approx(1.0)  # first point
+    assert bench.minutes_to_reach(curve, 10.0) is None
+
+
+def test_read_metrics_weights_tokens_per_second_by_time(tmp_path):
+    rows = [
+        {"type": "train", "step": 10, "tokens_per_s": 1000.0, "elapsed": 10.0},
+        {"type": "train", "step": 20, "tokens_per_s": 3000.0, "elapsed": 30.0},
+        {"type": "valid", "step": 20, "ppl": 80.0, "bleu": 1.5},
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = bench.read_metrics(path)
+    # 10 s at 1,000 and 20 s at 3,000: 70,000 tokens in 30 s.
+    assert result["tokens_per_s"] == pytest.approx(70000 / 30, abs=0.1)
+    assert result["curve"] == [
+        {"train_seconds": 30.0, "step": 20, "dev_ppl": 80.0, "dev_bleu": 1.5}
+    ]
+
+
+def test_matmul_rate_is_flops_over_time():
+    rate = machine.matmul_gflops(64, torch.float32, seconds=0.01)
+    assert 0.01 < rate < 1e5  # GFLOP/s of 2 n^3 FLOPs, on any machine
+
+
+def test_additive_step_memory_is_linear_in_source_length():
+    rows = kernels.measure((16, 64, 112), shape=kernels.Shape(2, 32, 4), seconds=0.0)
+    growth = kernels.step_memory_growth(rows, "additive")
+    assert growth == pytest.approx(1.0, abs=0.1)
+    flops = {(r["name"], r.get("form"), r["S"]): r["flops"] for r in rows if "flops" in r}
+    # dot over all steps: Q Kᵀ and weights V, 2 x (B T S D) multiply-adds each.
+    assert flops[("dot", "all steps", 16)] == 2 * 2 * (2 * 16 * 16 * 32)
+
+
+def test_wide_scores_are_skipped_above_the_memory_limit():
+    rows = kernels.measure((16,), shape=kernels.Shape(2, 32, 4), seconds=0.0, max_gib=1e-9)
+    skipped = {r["name"] for r in rows if "skipped" in r}
+    assert skipped == {"additive", "concat"}
+    assert "skipped" in kernels.markdown(rows)
+
+
+@pytest.mark.slow
+def test_smoke_bench_writes_every_group(tmp_path):
+    out = tmp_path / "results.md"
+    results = bench.main(
+        ["--smoke", "--no-joeynmt", "--work", str(tmp_path / "w"), "--out", str(out)]
+    )
+    page = out.read_text()
+    for heading in ("## The machine", "## 1. Training", "## 2. Time to quality", "## 3. Decoding",
+                    "## 4. Attention kernels", "profile", "JoeyNMT was set up"):  # fmt: skip
+        assert heading in page
+    assert json.loads((tmp_path / "results" / "bench.json").read_text())["finished"]
+    decoding = results["decoding"]
+    for key in ("rnnsearch-attnmt-beam5", "transformer-ctranslate2-int8-beam5",
+                "transformer-attnmt-int8-beam1"):  # fmt: skip
+        assert decoding[key]["sentences_per_s"] > 0
+    mfu = results["training"]["attnmt-transformer"]["mfu"]
+    assert mfu > 0
+    goals = {goal for goal, *_ in report_md.goal_rows(results)}
+    assert "transformer training MFU" in goals
