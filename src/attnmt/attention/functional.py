@@ -219,6 +219,14 @@ def scaled_dot_product(
         )
         return AttentionOutput(context=context, weights=None)
     alive = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
+    if query.device.type == "cpu" and bool(alive.all()):
+        # The usual case (padding masks leave every row something): the mask goes straight
+        # to SDPA, without the two extra passes below (benchmarks/kernels.py, multi-head).
+        # On the CPU only: on a GPU the check would cost a device synchronisation.
+        context = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, dropout_p=dropout_p
+        )
+        return AttentionOutput(context=context, weights=None)
     # SDPA gives NaN for a row with nothing to attend: let such rows see everything, then
     # zero their output.
     context = F.scaled_dot_product_attention(

@@ -180,40 +180,47 @@ def beam_search(
                 if weight_history is None
                 else torch.cat([weight_history, step_weights], dim=1)
             )
-        new_scores = torch.full((batch, k), float("-inf"), device=device)
+        # The bookkeeping below is per sentence and candidate: on Python numbers, read from
+        # the tensors once per step (indexing a tensor element by element cost more than
+        # the model's step on the CPU; benchmarks/results.md, decoding).
+        scores_at, origin_at, token_at = top_scores.tolist(), origin.tolist(), token.tolist()
+        limit_at, done_at = at_limit.tolist(), done.tolist()
+        new_scores = [[float("-inf")] * k for _ in range(batch)]
         # Rows of finished sentences point at their own first beam (ignored from now on).
-        new_rows = (torch.arange(batch, device=device) * k)[:, None].repeat(1, k)
-        new_tokens = torch.full((batch, k), EOS, dtype=torch.long, device=device)
+        new_rows = [[b * k] * k for b in range(batch)]
+        new_tokens = [[EOS] * k for _ in range(batch)]
         for b in range(batch):
-            if done[b]:
+            if done_at[b]:
                 continue
             live = 0
             for j in range(2 * k):
-                score = float(top_scores[b, j])
+                score = scores_at[b][j]
                 if score == float("-inf"):
                     break
-                row = b * k + int(origin[b, j])
-                if int(token[b, j]) == EOS:
+                row = b * k + origin_at[b][j]
+                if token_at[b][j] == EOS:
                     if len(finished[b]) < k:
                         finished[b].append(_finish(history[row], score, weight_history, row, alpha))
                 elif live < k:
-                    new_scores[b, live] = score
-                    new_rows[b, live] = row
-                    new_tokens[b, live] = token[b, j]
+                    new_scores[b][live] = score
+                    new_rows[b][live] = row
+                    new_tokens[b][live] = token_at[b][j]
                     live += 1
                 if len(finished[b]) >= k or live >= k:
                     break
-            if len(finished[b]) >= k or bool(at_limit[b]) or live == 0:
-                done[b] = True
+            if len(finished[b]) >= k or limit_at[b] or live == 0:
+                done_at[b] = True
+        done = torch.tensor(done_at, dtype=torch.bool, device=device)
         if bool(done.all()):
             break
-        rows = new_rows.view(-1)
-        history = torch.cat([history[rows], new_tokens.view(-1, 1)], dim=1)
+        rows = torch.tensor(new_rows, dtype=torch.long, device=device).view(-1)
+        prev = torch.tensor(new_tokens, dtype=torch.long, device=device).view(-1)
+        history = torch.cat([history[rows], prev[:, None]], dim=1)
         if weight_history is not None:
             weight_history = weight_history[rows]
         state = state.select(rows)
-        beam_scores = new_scores.masked_fill(done[:, None], float("-inf"))
-        prev = new_tokens.view(-1)
+        beam_scores = torch.tensor(new_scores, device=device)
+        beam_scores = beam_scores.masked_fill(done[:, None], float("-inf"))
     results = []
     for b in range(batch):
         hyps = sorted(finished[b], key=lambda h: h.score, reverse=True)
