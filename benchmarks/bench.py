@@ -50,6 +50,7 @@ import throughput  # noqa: E402
 
 from attnmt.config import load_config  # noqa: E402
 from attnmt.data import prepare  # noqa: E402
+from attnmt.devices import cpu_model  # noqa: E402
 from attnmt.inference import Translator, load_run  # noqa: E402
 from attnmt.metrics import corpus_scores  # noqa: E402
 
@@ -222,11 +223,30 @@ class Bench:
         self.work = Path(args.work).resolve()
         self.work.mkdir(parents=True, exist_ok=True)
         self.results: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "args": vars(args)}
+        if args.keep:
+            self.results = self.kept()
         self.python = None  # JoeyNMT's venv python, made on first use
 
     def overrides(self) -> list[str]:
         sets = [f"data.batch_tokens={BATCH_TOKENS}"]
         return [*sets, *SMOKE_SET] if self.smoke else sets
+
+    def kept(self) -> dict:
+        """The last run's results (`--keep`), to re-measure only `--groups` into them: only
+        on the machine they were measured on, so that every ratio stays within one machine."""
+        path = self.args.out.parent / "results" / "bench.json"
+        if not path.exists():
+            raise SystemExit(f"--keep: no earlier results in {path}; run all groups first")
+        results = json.loads(path.read_text(encoding="utf-8"))
+        if results.get("machine", {}).get("cpu") != cpu_model():
+            raise SystemExit(
+                f"--keep: {path} was measured on {results.get('machine', {}).get('cpu')!r}, "
+                f"this is {cpu_model()!r}; run all groups here instead"
+            )
+        results.setdefault("updated", []).append(
+            {"groups": self.args.groups, "at": time.strftime("%Y-%m-%d %H:%M:%S")}
+        )
+        return results
 
     def budget(self, minutes: float) -> dict:
         """Minutes of training; the smoke version trains a fixed few steps instead."""
@@ -380,7 +400,7 @@ class Bench:
             if rnn.exists():
                 result = attnmt_decode(rnn, lines, beam)
                 out[f"rnnsearch-attnmt-beam{beam}"] = _decoded(result, split, len(lines))
-            if joey_rnn.exists() and self.python is not None:
+            if _joey_checkpoint(joey_rnn) and self.python is not None:
                 result = joeynmt_side.decode(
                     self.python, joey_rnn, _lines_file(self.work, lines), beam=beam
                 )
@@ -405,7 +425,7 @@ class Bench:
                     out[f"transformer-ctranslate2-{quantization}-beam{beam}"] = _decoded(
                         result, split, len(lines)
                     )
-            if joey_tr.exists() and self.python is not None:
+            if _joey_checkpoint(joey_tr) and self.python is not None:
                 result = joeynmt_side.decode(
                     self.python, joey_tr, _lines_file(self.work, lines), beam=beam
                 )
@@ -436,6 +456,11 @@ def _decoded(result: dict, split: Path, count: int) -> dict:
     return kept
 
 
+def _joey_checkpoint(model_dir: Path) -> bool:
+    """Whether a JoeyNMT model folder holds a checkpoint to decode with."""
+    return any((model_dir / name).exists() for name in ("best.ckpt", "latest.ckpt"))
+
+
 def _lines_file(work: Path, lines: list[str]) -> Path:
     path = work / f"test-{len(lines)}.src"
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -455,6 +480,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--decode-sentences", type=int, default=200, help="Transformer decoding")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-joeynmt", action="store_true", help="attnmt's side only")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the other groups of the last run (same CPU)"
+    )
     parser.add_argument("--smoke", action="store_true", help="toy sizes, seconds")
     parser.add_argument("--work", default=str(HERE / "work"))
     parser.add_argument("--out", type=Path, default=HERE / "results.md")

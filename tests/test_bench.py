@@ -89,3 +89,15 @@ def test_smoke_bench_writes_every_group(tmp_path):
     assert mfu > 0
     goals = {goal for goal, *_ in report_md.goal_rows(results)}
     assert "transformer training MFU" in goals
+
+
+def test_keep_remeasures_only_the_groups_asked(tmp_path):
+    args = ["--smoke", "--no-joeynmt", "--work", str(tmp_path / "w")]
+    out = ["--out", str(tmp_path / "results.md")]
+    first = bench.main([*args, *out, "--groups", "machine"])
+    again = bench.main([*args, *out, "--groups", "kernels", "--keep"])
+    assert again["machine"] == first["machine"]  # kept, not measured again
+    assert again["kernels"] and again["updated"][0]["groups"] == ["kernels"]
+    assert "Re-measured on the same machine" in (tmp_path / "results.md").read_text()
+    with pytest.raises(SystemExit, match="no earlier results"):
+        bench.main([*args, "--out", str(tmp_path / "elsewhere" / "r.md"), "--keep"])

@@ -425,6 +425,15 @@ def test_resume_with_another_data_model_or_seed_is_refused(
     assert _unchanged(run_dir) == before
 
 
+def test_resume_ignores_tie_embeddings_where_it_has_no_effect(reference, cache, tmp_path):
+    # The recurrent models never tie; their shipped configs said `true` until 11/2026 and
+    # `false` since: a run of either kind resumes under the other.
+    run_dir = copy_run(reference, tmp_path)
+    cfg = tiny(run_dir, cache, "model.tie_embeddings=false", "train.max_steps=12")
+    assert cfg.model.name != "transformer"
+    assert train(cfg, resume=True, progress=False).step == 12
+
+
 def test_resume_with_another_number_of_processes_is_refused(reference, cache, tmp_path):
     run_dir = copy_run(reference, tmp_path)
     state_file = run_dir / "checkpoints" / "step-00000010" / "state.json"

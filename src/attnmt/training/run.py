@@ -81,6 +81,10 @@ def _check_resumable(cfg: Config, saved: dict[str, Any]) -> None:
         for key, value in saved.get(section, {}).items():
             if (section, key) == ("data", "cache_dir"):  # where the data is cached, not what
                 continue
+            if (section, key) == ("model", "tie_embeddings") and now["model"]["name"] != (
+                "transformer"
+            ):  # no effect outside the Transformer (shipped RNN configs said true until 11/2026)
+                continue
             if now[section].get(key) != value:
                 raise UserError(
                     f"cannot resume: {section}.{key} is {now[section].get(key)!r} but the run "
