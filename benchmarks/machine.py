@@ -50,7 +50,8 @@ def matmul_peak(dtype: torch.dtype, *, seconds: float = 0.4, sizes=SIZES) -> dic
         if rates[n] < 20:  # emulated: a larger size would only take longer
             break
     best = max(rates, key=rates.get)
-    return {"gflops": rates[best], "size": best, "by_size": rates}
+    # String keys: the same dict after a JSON round trip (bench.py --keep).
+    return {"gflops": rates[best], "size": best, "by_size": {str(n): r for n, r in rates.items()}}
 
 
 def describe(*, seconds: float = 0.4, sizes=SIZES) -> dict:
