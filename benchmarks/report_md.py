@@ -247,7 +247,10 @@ def decoding(results: dict) -> str:
         "Sentences per second with the model loaded (loading not timed), each decoder's "
         "batching at 4,000 tokens / beam; BLEU against Segond on the "
         "same sentences. RNNsearch: the whole test book; Transformer: its first "
-        f"{results['args'].get('decode_sentences')} verses.\n",
+        f"{results['args'].get('decode_sentences')} verses. Beam 5 normalises scores by "
+        "length with GNMT's penalty (alpha 0.6) in attnmt and JoeyNMT; CTranslate2's "
+        "`length_penalty=0.6` divides by length^0.6 instead, so its beams may end "
+        "differently.\n",
         "| model | decoder | beam | sentences | sentences/s | BLEU | chrF |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
