@@ -96,9 +96,10 @@ DIFFERENCES = [
     "rnnsearch: bridge s_0 = tanh(W [->h_S; <-h_1]) (both directions; attnmt: <-h_1 only)",
     "rnnsearch: dropout 0.2 on embeddings (emb) and on [s_i; c_i] (hidden_dropout); "
     "attnmt: on embeddings and outputs",
-    "init: rnnsearch with JoeyNMT's defaults (Xavier-uniform weights and embeddings, zero "
-    "biases; attnmt: Bahdanau's N(0, 0.01) and orthogonal recurrent matrices; JoeyNMT's "
-    "first 300 steps were the same with either); transformer as attnmt: "
+    "init: rnnsearch with uniform(-0.1, 0.1) weights, N(0, 0.1) embeddings and zero "
+    "biases (attnmt: Bahdanau's N(0, 0.01) and orthogonal recurrent matrices); JoeyNMT's "
+    "default Xavier init, and attnmt's, saturate its bias-free tanh(W[s; c]) output "
+    "within 20 updates and never leave the unigram plateau (dev ppl 500); transformer as attnmt: "
     "Xavier-uniform weights, N(0, 256^-0.5) embeddings scaled by sqrt(256), zero biases",
     "transformer: pre-norm with a final LayerNorm in both stacks (JoeyNMT layer_norm: pre); "
     "7,578,624 parameters in both toolkits",
@@ -258,11 +259,20 @@ def _model(arch: str) -> dict:
             # output layer (the recurrent models never tie), so JoeyNMT's does too.
             "tied_embeddings": False,
             "tied_softmax": False,
-            # JoeyNMT's own defaults, what its users get. (With attnmt's Bahdanau init,
-            # N(0, 0.01), it sat as long on the unigram plateau: dev ppl 515 -> 477 over
-            # its first 300 steps either way, 2026-11-24.)
-            "initializer": "xavier_uniform",
-            "embed_initializer": "xavier_uniform",
+            # Uniform(-0.1, 0.1) weights (OpenNMT's and Nematus's classic RNN init) and
+            # N(0, 0.1) embeddings (JoeyNMT's example RNN configs). JoeyNMT's default
+            # Xavier init never learns here: its output layer has no bias and Xavier
+            # entries of about 0.02 over 8,000 words, so reaching the unigram logits
+            # drives every unit of tanh(W[s; c]) to +-1 within 20 updates (mean
+            # |pre-activation| 9 at step 20, 12 at step 700), the gradients behind it
+            # vanish and dev ppl stays at 500 (the unigram) for 700+ steps, with
+            # lr 1e-3, 3e-4 or 1e-4, input feeding or not, clipping or not; so did
+            # attnmt's N(0, 0.01). With this init the same run leaves the plateau by
+            # step 100 (2026-11-24).
+            "initializer": "uniform",
+            "init_weight": 0.1,
+            "embed_initializer": "normal",
+            "embed_init_weight": 0.1,
             "bias_initializer": "zeros",
             "init_rnn_orthogonal": False,
             "encoder": {
