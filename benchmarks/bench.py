@@ -441,12 +441,26 @@ class Bench:
         return self.results
 
     def save(self) -> None:
-        from report_md import render
+        """bench.json and the page; a full run (not smoke) is also kept under
+        results/machines/<machine>.json, so that the page shows every machine's goals."""
+        from report_md import machine_slug, render
 
-        json_path = self.args.out.parent / "results" / "bench.json"
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(self.results, indent=1, default=str) + "\n")
-        self.args.out.write_text(render(self.results), encoding="utf-8")
+        folder = self.args.out.parent / "results"
+        folder.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.results, indent=1, default=str) + "\n"
+        (folder / "bench.json").write_text(text)
+        others = []
+        if "machine" in self.results and not self.smoke:
+            machines = folder / "machines"
+            machines.mkdir(exist_ok=True)
+            mine = machines / f"{machine_slug(self.results['machine'])}.json"
+            mine.write_text(text)
+            others = [
+                json.loads(path.read_text(encoding="utf-8"))
+                for path in sorted(machines.glob("*.json"))
+                if path != mine
+            ]
+        self.args.out.write_text(render(self.results, others), encoding="utf-8")
 
 
 def _decoded(result: dict, split: Path, count: int) -> dict:

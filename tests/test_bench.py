@@ -101,3 +101,24 @@ def test_keep_remeasures_only_the_groups_asked(tmp_path):
     assert "Re-measured on the same machine" in (tmp_path / "results.md").read_text()
     with pytest.raises(SystemExit, match="no earlier results"):
         bench.main([*args, "--out", str(tmp_path / "elsewhere" / "r.md"), "--keep"])
+
+
+def test_machines_get_a_file_each_and_a_column_each():
+    amd = {"cpu": "AMD EPYC", "flags": ["avx2", "fma"]}
+    spr = {"cpu": "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz", "flags": ["amx_bf16", "avx512f"]}
+    assert report_md.machine_slug(amd) == "amd-epyc-avx2"
+    assert report_md.machine_slug(spr) == "intel-xeon-platinum-8480-amx"
+    assert report_md.machine_slug({"cpu": "Apple M2", "flags": []}) == "apple-m2-base"
+
+    def run(info: dict, ours: float, joey: float) -> dict:
+        training = {"attnmt-rnnsearch": {"mfu": 0.3}}
+        quality = {"attnmt": {"tokens_per_s": ours}, "joeynmt": {"tokens_per_s_computed": joey}}
+        return {"machine": info, "started": "2026-11-24 10:00:00", "training": training,
+                "quality": quality, "args": {}}  # fmt: skip
+
+    page = report_md.machines_table(run(amd, 2000.0, 1000.0), [run(spr, 3300.0, 1000.0)])
+    header = next(line for line in page.splitlines() if line.startswith("| goal"))
+    assert "AMD EPYC (avx2, fma), 2026-11-24 — this run" in header and "8480+" in header
+    row = next(line for line in page.splitlines() if line.startswith("| RNNsearch training"))
+    assert row.endswith("| 2.00 (**not met**) | 3.30 (met) |")
+    assert "| rnnsearch training MFU | ≥ 50% | 30.0% (**not met**) | 30.0% (**not met**) |" in page

@@ -142,8 +142,8 @@ class LuongNMT(AttentionalRNN):
         embedded = self.dropout(self.tgt_embed(tgt_in))  # E y_{t-1}: (B, T, E)
         if self.input_feeding:  # h̃_{t-1} feeds step t: one step at a time
             tildes, outs = [], []
-            for t in range(tgt_in.shape[1]):
-                h_tilde, state, out = self._run(embedded[:, t : t + 1], state, memory)
+            for embedded_t in embedded.split(1, dim=1):  # (B, 1, E); see RNNSearch.forward
+                h_tilde, state, out = self._run(embedded_t, state, memory)
                 tildes.append(h_tilde)
                 outs.append(out)
             h_tilde = torch.cat(tildes, dim=1)  # (B, T, D)

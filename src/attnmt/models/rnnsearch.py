@@ -141,8 +141,11 @@ class RNNSearch(AttentionalRNN):
         state = self.init_state(memory)
         embedded = self.dropout(self.tgt_embed(tgt_in))  # E y_{i-1}: (B, T, E)
         features, outs = [], []
-        for i in range(tgt_in.shape[1]):
-            feature, state, out = self._advance(embedded[:, i : i + 1], state, memory)
+        # split, not embedded[:, i : i + 1]: the backward of T slices writes T zero-filled
+        # (B, T, E) gradients and adds them up (O(T²) memory traffic); split's backward is
+        # one cat. Bit-identical gradients; about 1% of the step at T = 42, more as T grows.
+        for embedded_i in embedded.split(1, dim=1):  # E y_{i-1}: (B, 1, E) each
+            feature, state, out = self._advance(embedded_i, state, memory)
             features.append(feature)
             outs.append(out)
         logits = self.generator(torch.cat(features, dim=1))  # (B, T, V)
