@@ -162,3 +162,20 @@ def test_alignment_corpus_drops_training_copies_of_held_out_verses(tmp_path, mon
     assert [ex.src for ex in splits["train"]] == ["αμην λεγω"]
     assert [ex.src for ex in splits["test"]] == ["και ειπεν"]
     assert stats["removed_duplicates"] == 2 and stats["removed_long"] == 1
+
+
+def test_swap_is_for_the_alignments_corpus_and_keys_its_own_cache(tmp_path):
+    from attnmt.data.alignments import AlignedVerse
+    from attnmt.data.preparation import cache_key
+    from attnmt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"data\.src and data\.tgt"):
+        _cfg(tmp_path, "data.corpus=bible", "data.swap=true")
+    plain = _cfg(tmp_path, "data.corpus=alignments")
+    swapped = _cfg(tmp_path, "data.corpus=alignments", "data.swap=true")
+    assert cache_key(plain.data) != cache_key(swapped.data)
+    verse = AlignedVerse("John 1:1", 43, 1, 1, ["εν", "αρχη"], ["in", "the", "beginning"],
+                         {(0, 0), (1, 1), (1, 2)})  # fmt: skip
+    turned = verse.transposed()
+    assert (turned.src, turned.tgt) == (verse.tgt, verse.src)
+    assert turned.links == {(0, 0), (1, 1), (2, 1)} and turned.transposed() == verse

@@ -2,7 +2,8 @@
 
 Runs trained once for the module, a few steps each: an RNNsearch on a tiny TSV corpus with
 a second reference column, and an RNNsearch and a 2-layer, 2-head Transformer on the
-Greek→English gold-alignment corpus (`bible-alignments`, sentencepiece with 500 pieces).
+Greek→English gold-alignment corpus (`bible-alignments`, sentencepiece with 500 pieces),
+and an RNNsearch the other way (English→Greek, `data.swap`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def runs(tmp_path_factory):
         "gold": [*common, "data.corpus=alignments", "data.vocab_size=500", "data.batch_tokens=300"],
     }
     configs["gold-tf"] = [*configs["gold"], *TRANSFORMER]
+    configs["gold-swap"] = [*configs["gold"], "data.swap=true"]  # English -> Greek
     for name, overrides in configs.items():
         train(load_config(None, [*overrides, f"train.run_dir={root / name}"]), progress=False)
     return {name: root / name for name in configs}
@@ -240,3 +242,60 @@ def test_align_offset_reads_the_links_off_a_later_step(runs, tmp_path, capsys):
     assert "weights of step t+1 for target word t" in report
     code, _, err = attnmt(capsys, "plot", runs["gold"], "--align-offset", "1")
     assert code == 2 and "leave it out" in err
+
+
+def test_swapped_run_translates_english_to_greek_and_scores_turned_links(runs, gold, capsys):
+    cfg = load_config(runs["gold-swap"] / "config.yaml")
+    test = prepare(cfg.data).test[:6]
+    verses = [gold[ex.id] for ex in test]
+    assert [ex.src for ex in test] == [" ".join(v.tgt) for v in verses]  # English first
+    assert [ex.tgt for ex in test] == [" ".join(v.src) for v in verses]
+    code, _, _ = attnmt(capsys, "evaluate", runs["gold-swap"], "--limit", "6")
+    assert code == 0
+    alignment = _result(runs["gold-swap"])["alignment"]
+    assert alignment["swapped"] and alignment["sentences"] == 6
+    turned = [v.transposed() for v in verses]
+    diagonal = alignment_scores(
+        [diagonal_alignment(len(v.src), len(v.tgt)) for v in turned], [v.links for v in turned]
+    )
+    assert alignment["diagonal"]["aer"] == pytest.approx(diagonal["aer"], abs=1e-4)
+    # One link per Greek (target) word, each to an English (source) word.
+    predicted = read_pharaoh(runs["gold-swap"] / "eval" / alignment["file"])
+    for links, verse in zip(predicted, verses, strict=True):
+        assert all(i < len(verse.tgt) and j < len(verse.src) for i, j in links)
+        assert sorted(j for _, j in links) == list(range(len(verse.src)))
+    report = (runs["gold-swap"] / "eval" / "test-beam1.md").read_text(encoding="utf-8")
+    assert "Gold English→Greek links" in report
+
+
+def test_symmetrized_attention_of_both_directions(runs, gold, capsys, tmp_path):
+    from attnmt.inference.alignment import SYMMETRIZATIONS, symmetrize
+
+    assert attnmt(capsys, "evaluate", runs["gold-swap"], "--limit", "6", "--out", tmp_path)[0] == 0
+    code, out, _ = attnmt(
+        capsys, "evaluate", runs["gold"], "--limit", "6", "--symmetrize-with", runs["gold-swap"]
+    )
+    assert code == 0 and "grow-diag-final-and" in out
+    both = _result(runs["gold"])["alignment"]["symmetrized"]
+    assert both["sentences"] == 6 and both["other_run"] == str(runs["gold-swap"])
+    # The same figures from the two directions' own link files, the reverse turned round.
+    forward = read_pharaoh(runs["gold"] / "eval" / "test-beam1.align")
+    reverse = [{(j, i) for i, j in links} for links in read_pharaoh(tmp_path / "test-beam1.align")]
+    cfg = load_config(runs["gold"] / "config.yaml")
+    sure = [gold[ex.id].links for ex in prepare(cfg.data).test[:6]]
+    assert both["one_direction"]["aer"] == pytest.approx(alignment_scores(forward, sure)["aer"])
+    assert both["other_direction"]["aer"] == pytest.approx(alignment_scores(reverse, sure)["aer"])
+    for method in SYMMETRIZATIONS:
+        made = [symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)]
+        assert both[method]["aer"] == pytest.approx(alignment_scores(made, sure)["aer"], abs=1e-4)
+    assert both["intersection"]["precision"] >= both["union"]["precision"]
+    assert both["union"]["recall"] >= both["intersection"]["recall"]
+    report = (runs["gold"] / "eval" / "test-beam1.md").read_text(encoding="utf-8")
+    assert "| grow-diag-final-and |" in report and "the other direction" in report
+
+
+def test_symmetrize_with_refuses_the_same_direction_and_other_corpora(runs, capsys):
+    code, _, err = attnmt(capsys, "evaluate", runs["gold"], "--symmetrize-with", runs["gold-tf"])
+    assert code == 2 and "other way" in err and "data.swap=true" in err
+    code, _, err = attnmt(capsys, "evaluate", runs["tsv"], "--symmetrize-with", runs["gold-swap"])
+    assert code == 2 and "gold alignments" in err

@@ -19,6 +19,7 @@ from typing import Any
 from attnmt.checkpoint import resolve_checkpoint, write_json_atomic
 from attnmt.data.alignments import write_pharaoh
 from attnmt.errors import CheckpointError, DataError
+from attnmt.inference.alignment import SYMMETRIZATIONS
 from attnmt.metrics import markdown_table
 from attnmt.plotting import length_curves
 
@@ -106,13 +107,14 @@ def _alignment_markdown(alignment: dict[str, Any]) -> list[str]:
     if att.get("offset"):
         which += f", weights of step t{att['offset']:+d} for target word t"
     skipped = sum(alignment["skipped"].values())
+    source, target = ("English", "Greek") if alignment.get("swapped") else ("Greek", "English")
     rows = [
         "## Alignment error rate",
         "",
-        f"Gold Greek→English links of {alignment['sentences']} verses ({alignment['sure']} "
+        f"Gold {source}→{target} links of {alignment['sentences']} verses ({alignment['sure']} "
         f"links{f'; {skipped} verses skipped' if skipped else ''}). The model reads the "
         f"reference (forced decoding); its attention ({which}) is merged to words and each "
-        "English word is linked to its most-attended Greek word. Lower AER is better.",
+        f"{target} word is linked to its most-attended {source} word. Lower AER is better.",
         "",
         "| alignment | precision (%) | recall (%) | AER (%) |",
         "|---|---:|---:|---:|",
@@ -145,6 +147,19 @@ def _alignment_markdown(alignment: dict[str, Any]) -> list[str]:
                 f"{100 * r['recall']:.1f} | {100 * r['aer']:.1f}{mark} |"
             )
         rows.append("")
+    both = alignment.get("symmetrized")
+    if both:
+        rows += [
+            f"Made one with the attention of `{both['other_run']}` (the other direction, its "
+            f"links turned round), on the {both['sentences']} verses both runs scored:",
+            "",
+            "| alignment | precision (%) | recall (%) | AER (%) |",
+            "|---|---:|---:|---:|",
+            _aer_row("this direction", both["one_direction"]),
+            _aer_row("the other direction", both["other_direction"]),
+            *(_aer_row(name, both[name]) for name in SYMMETRIZATIONS),
+            "",
+        ]
     if alignment.get("file"):
         rows += [f"Predicted links (Pharaoh `i-j`): `{alignment['file']}`.", ""]
     return rows

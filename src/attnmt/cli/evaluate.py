@@ -41,7 +41,9 @@ from attnmt.inference import (
     choose_attention,
     evaluate_examples,
     source_limit,
+    symmetrized_report,
 )
+from attnmt.inference.alignment import SYMMETRIZATIONS
 from attnmt.inference.vision import image_report
 from attnmt.report import write_report
 
@@ -64,6 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="where to write the report (default RUN/eval, where `attnmt compare` looks)",
     )
+    parser.add_argument(
+        "--symmetrize-with",
+        metavar="RUN2",
+        default=None,
+        help="alignments corpus: a run of the other direction (data.swap); its attention "
+        "links are turned round and made one with RUN's by each symmetrization heuristic",
+    )
     add_decoding_arguments(parser, quantize=True)
 
 
@@ -75,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     choice = choose_attention(
         loaded.cfg.model, layer=args.align_layer, head=args.align_head, offset=args.align_offset
     )
+    other = _other_direction(args, loaded)
     examples = prepare(loaded.cfg.data).split(args.split)[: args.limit]
     if not examples:
         raise UserError(
@@ -107,10 +117,43 @@ def run(args: argparse.Namespace) -> int:
             result["alignment"], alignments = alignment_report(
                 loaded, examples, choice, limit, args.batch_tokens
             )
+            if other is not None:
+                result["alignment"]["symmetrized"] = symmetrized_report(
+                    loaded,
+                    alignments,
+                    examples,
+                    other,
+                    prepare(other.cfg.data).split(args.split)[: args.limit],
+                    limit,
+                    source_limit(other.cfg.model, args.max_source_len),
+                    args.batch_tokens,
+                )
     out_dir = Path(args.out) if args.out else loaded.run_dir / "eval"
     files = write_report(result, hypotheses, alignments, out_dir, loaded.run_dir.name)
     print_summary(result, files)
     return 0
+
+
+def _other_direction(args: argparse.Namespace, loaded) -> Any:
+    """The run `--symmetrize-with` names, checked to be the other direction; or None."""
+    if not args.symmetrize_with:
+        return None
+    if loaded.cfg.data.corpus != "alignments":
+        raise UserError(
+            f"--symmetrize-with needs gold alignments; {args.run} was trained on "
+            f"'{loaded.cfg.data.corpus}': use it with runs of data.corpus alignments"
+        )
+    other = load_decoding_run(argparse.Namespace(**{**vars(args), "run": args.symmetrize_with}))
+    if other.cfg.data.corpus != "alignments" or other.cfg.data.swap == loaded.cfg.data.swap:
+        way = "English -> Greek" if loaded.cfg.data.swap else "Greek -> English"
+        raise UserError(
+            f"--symmetrize-with {args.symmetrize_with} must translate the alignments corpus "
+            f"the other way from {args.run} ({way}): train it with --set data.swap="
+            f"{str(not loaded.cfg.data.swap).lower()}"
+        )
+    if not getattr(other.model, "uses_attention", True):
+        raise UserError(f"--symmetrize-with {args.symmetrize_with}: that model has no attention")
+    return other
 
 
 # --- decoding and scores -------------------------------------------------------------------
@@ -163,6 +206,13 @@ def print_summary(result: dict[str, Any], files: list[Path]) -> None:
                 f"  best head: layer {best['layer']} head {best['head']} "
                 f"(AER {100 * best['aer']:.1f}%)"
             )
+        both = alignment.get("symmetrized")
+        if both:
+            rows = ", ".join(
+                f"{name} {100 * both[name]['aer']:.1f}%"
+                for name in ("one_direction", "other_direction", *SYMMETRIZATIONS)
+            )
+            print(f"  with {both['other_run']} ({both['sentences']} verses), AER: {rows}")
     print(f"decoding: {speed['sentences_per_s']:.1f} sentences/s on {speed['device']}")
     if result["truncated"]:
         print(f"{len(result['truncated'])} source(s) truncated to {result['source_limit']}")

@@ -218,6 +218,11 @@ def check_data(cfg: DataConfig) -> None:
     """Corpus, numbers, and for the Bible corpora the versions and books."""
     _choose("data.corpus", cfg.corpus, CORPORA, "corpus")
     _check_fields(cfg, "data")
+    if cfg.swap and cfg.corpus != "alignments":
+        raise ConfigError(
+            f"data.swap turns the alignments corpus round, not '{cfg.corpus}': name the "
+            "other direction with data.src and data.tgt instead"
+        )
     if cfg.corpus == "bible":
         _check_bible(cfg)
     elif cfg.corpus == "alignments":

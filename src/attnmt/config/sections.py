@@ -26,6 +26,9 @@ class DataConfig:
     # language suffixes for "files" (train.en / train.fr).
     src: str = "en-web"
     tgt: str = "fr-segond"
+    # alignments corpus: translate English -> Greek instead (the gold links turned round
+    # for AER), for the second direction of a symmetrized attention alignment.
+    swap: bool = False
     # Books held out as whole books (names as in `attnmt data list --books`, or numbers).
     dev_books: list[str] = field(default_factory=lambda: ["Romans"])
     test_books: list[str] = field(default_factory=lambda: ["John"])

@@ -43,7 +43,7 @@ import re
 import sys
 import sysconfig
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from attnmt.data.types import Example
@@ -91,6 +91,10 @@ class AlignedVerse:
     def __post_init__(self) -> None:
         if self.end == (0, 0):
             self.end = (self.chapter, self.verse)
+
+    def transposed(self) -> AlignedVerse:
+        """The verse the other way round (English -> Greek): sides swapped, links (j, i)."""
+        return replace(self, src=self.tgt, tgt=self.src, links={(j, i) for i, j in self.links})
 
 
 @dataclass

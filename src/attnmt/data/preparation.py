@@ -59,6 +59,8 @@ class PreparedData:
 def cache_key(cfg: DataConfig) -> str:
     """The cache folder's name: a hash of the data options (and of your files' identity)."""
     options = {k: v for k, v in to_dict(cfg).items() if k not in ("cache_dir", "batch_tokens")}
+    if not options.get("swap"):  # the default leaves the caches made before it existed valid
+        options.pop("swap", None)
     options["format"] = FORMAT
     if cfg.corpus in ("files", "tsv"):
         # Edited or replaced files must not hit the old cache: key on where they are,
@@ -161,6 +163,12 @@ def _read_splits(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, A
         splits["train"] = [ex for ex in kept if not _too_long(ex, cfg.max_words)]
         gold_links = {n: sum(len(v.links) for v in parts[n]) for n in ("dev", "test")}
         books = {"dev_books": list(cfg.dev_books), "test_books": list(cfg.test_books)}
+        if cfg.swap:  # English -> Greek
+            splits = {
+                name: [Example(src=ex.tgt, tgt=ex.src, id=ex.id) for ex in examples]
+                for name, examples in splits.items()
+            }
+            books["direction"] = "en-grc"
         return splits, {
             "gold_links": gold_links,
             "removed_duplicates": duplicates,

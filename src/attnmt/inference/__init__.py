@@ -32,7 +32,11 @@ from attnmt.inference.attention_maps import (
     select,
     write_attention,
 )
-from attnmt.inference.evaluation import alignment_report, evaluate_examples
+from attnmt.inference.evaluation import (
+    alignment_report,
+    evaluate_examples,
+    symmetrized_report,
+)
 from attnmt.inference.runs import LoadedRun, find_checkpoint, load_run
 from attnmt.inference.search import Hypothesis, beam_search, greedy, length_penalty
 from attnmt.inference.translator import (
@@ -73,6 +77,7 @@ __all__ = [
     "select",
     "source_limit",
     "source_words",
+    "symmetrized_report",
     "target_words",
     "translate_ids",
     "word_view",

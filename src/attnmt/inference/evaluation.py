@@ -24,12 +24,19 @@ from attnmt.data.alignments import load_gold
 from attnmt.data.batching import DECODE_BATCH_TOKENS
 from attnmt.data.types import Example
 from attnmt.inference.alignment import (
+    SYMMETRIZATIONS,
     alignment_scores,
     diagonal_alignment,
     source_words,
+    symmetrize,
     word_view,
 )
-from attnmt.inference.attention_maps import AttentionChoice, aligning, forced_weights
+from attnmt.inference.attention_maps import (
+    AttentionChoice,
+    aligning,
+    choose_attention,
+    forced_weights,
+)
 from attnmt.inference.runs import LoadedRun
 from attnmt.inference.translator import translate_ids
 from attnmt.metrics import bleu_by_length, bleu_tokenizer, corpus_scores, tokenizer_note
@@ -147,6 +154,7 @@ def alignment_report(
     """
     gold = _gold_by_ref()
     vocab = loaded.vocab
+    swapped = loaded.cfg.data.swap  # English -> Greek: the gold links turned round
     chosen, pairs, maps = [], [], []
     skipped = {"no_gold": 0, "word_mismatch": 0}
     for index, ex in enumerate(examples):
@@ -154,6 +162,8 @@ def alignment_report(
         if verse is None:
             skipped["no_gold"] += 1
             continue
+        if swapped:
+            verse = verse.transposed()
         src_ids = vocab.src.encode(ex.src)
         tgt_ids = vocab.tgt.encode(ex.tgt)
         # The gold links index the words of the verse: the word maps must see the same.
@@ -188,6 +198,7 @@ def alignment_report(
         "method": "forced decoding of the reference; attention merged to words; each "
         "target word linked to its most-attended source word",
         "attention": choice.as_dict(),
+        **({"swapped": True} if swapped else {}),  # English -> Greek
         **scores,
         "skipped": skipped,
         "diagonal": _rounded(alignment_scores(diagonal, sure)),
@@ -209,6 +220,56 @@ def alignment_report(
     for index, links in zip(chosen, predicted, strict=True):
         per_example[index] = links
     return report, per_example
+
+
+def symmetrized_report(
+    loaded: LoadedRun,
+    links: Sequence[set[tuple[int, int]] | None],
+    examples: Sequence[Example],
+    other: LoadedRun,
+    other_examples: Sequence[Example],
+    limit: int,
+    other_limit: int,
+    batch_tokens: int = DECODE_BATCH_TOKENS,
+) -> dict[str, Any]:
+    """AER of this run's attention links made one with those of `other`, a run of the other
+    direction on the same verses (Greek -> English with English -> Greek), by each
+    symmetrization heuristic of phrase-based MT (`symmetrize`).
+
+    `links` are this run's per example (`alignment_report`'s second value); `other`'s are
+    read with its own default attention (mean of the second-to-last layer, offset 0) and
+    turned round. Verses either run skipped are left out of every figure, this run's own
+    one direction included ("one_direction"), so that all rows score the same verses.
+    """
+    if loaded.cfg.data.swap == other.cfg.data.swap:
+        raise ValueError("the two runs translate the same way; symmetrization needs both")
+    choice = choose_attention(other.cfg.model)
+    _, theirs = alignment_report(other, other_examples, choice, other_limit, batch_tokens)
+    reverse = {
+        ex.id: {(j, i) for i, j in found}
+        for ex, found in zip(other_examples, theirs, strict=True)
+        if found is not None
+    }
+    gold = _gold_by_ref()
+    forward, backward, sure = [], [], []
+    for ex, found in zip(examples, links, strict=True):
+        if found is None or ex.id not in reverse:
+            continue
+        verse = gold[ex.id].transposed() if loaded.cfg.data.swap else gold[ex.id]
+        forward.append(found)
+        backward.append(reverse[ex.id])
+        sure.append(verse.links)
+    report: dict[str, Any] = {
+        "other_run": str(other.run_dir),
+        "other_attention": choice.as_dict(),
+        "sentences": len(sure),
+        "one_direction": _rounded(alignment_scores(forward, sure)),
+        "other_direction": _rounded(alignment_scores(backward, sure)),
+    }
+    for method in SYMMETRIZATIONS:
+        made = [symmetrize(f, b, method) for f, b in zip(forward, backward, strict=True)]
+        report[method] = _rounded(alignment_scores(made, sure))
+    return report
 
 
 @lru_cache(maxsize=1)
