@@ -283,8 +283,8 @@ def test_symmetrized_attention_of_both_directions(runs, gold, capsys, tmp_path):
     reverse = [{(j, i) for i, j in links} for links in read_pharaoh(tmp_path / "test-beam1.align")]
     cfg = load_config(runs["gold"] / "config.yaml")
     sure = [gold[ex.id].links for ex in prepare(cfg.data).test[:6]]
-    assert both["one_direction"]["aer"] == pytest.approx(alignment_scores(forward, sure)["aer"])
-    assert both["other_direction"]["aer"] == pytest.approx(alignment_scores(reverse, sure)["aer"])
+    for key, links in (("one_direction", forward), ("other_direction", reverse)):
+        assert both[key]["aer"] == pytest.approx(alignment_scores(links, sure)["aer"], abs=1e-4)
     for method in SYMMETRIZATIONS:
         made = [symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)]
         assert both[method]["aer"] == pytest.approx(alignment_scores(made, sure)["aer"], abs=1e-4)
