@@ -129,3 +129,15 @@ def test_no_shipped_config_selects_bf16_on_a_cpu_without_native_bf16(hardware):
         chosen = choose_precision(cfg.train.precision, CPU, cfg.model.name)
         assert chosen.name == "fp32", path.name
         assert cfg.train.max_steps > 0 and not cfg.train.max_minutes, path.name  # steps
+
+
+def test_the_cpu_device_flushes_subnormal_floats():
+    torch.set_flush_denormal(False)
+    tiny = torch.tensor([1e-39, 1.0])  # 1e-39 is below fp32's smallest normal, 1.2e-38
+    assert (tiny * 1.0)[0] > 0
+    try:
+        assert pick_device("cpu").type == "cpu"
+        if torch.set_flush_denormal(True):  # x86 with SSE3: every machine here
+            assert (tiny * 1.0)[0] == 0 and (tiny * 1.0)[1] == 1.0
+    finally:
+        torch.set_flush_denormal(False)

@@ -53,7 +53,21 @@ def pick_device(name: str, *, local_rank: int = 0, option: str = "train.device")
                 f"{option} is 'mps' but this PyTorch has no usable Apple GPU; use 'auto'"
             )
         return torch.device("mps")
+    flush_denormals()
     return torch.device("cpu")
+
+
+def flush_denormals() -> bool:
+    """Have the CPU treat floats below 1.2e-38 as zero (x86 FTZ/DAZ), as inference
+    engines do; returns whether the CPU could.
+
+    An attention softmax that saturates (an unscaled `dot` score over wide vectors, a
+    peaky trained model) leaves weights of exp(-90) and below, and arithmetic on such
+    subnormal numbers traps to microcode on Intel CPUs: the `dot` kernel at S = 64,
+    D = 512 took 5.1 ms against 1.1 ms flushed on an Intel Xeon with AMX (no difference
+    on the AMD EPYC). Values that small change no softmax, loss or update that matters.
+    Every command that runs a model on the CPU sets it (`pick_device`)."""
+    return torch.set_flush_denormal(True)
 
 
 # --------------------------------------------------------------------------------------
