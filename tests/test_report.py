@@ -52,6 +52,7 @@ def runs(tmp_path_factory):
     }
     configs["gold-tf"] = [*configs["gold"], *TRANSFORMER]
     configs["gold-swap"] = [*configs["gold"], "data.swap=true"]  # English -> Greek
+    configs["gold-plain"] = [*configs["gold"], "model.name=rnnencdec"]  # no attention
     for name, overrides in configs.items():
         train(load_config(None, [*overrides, f"train.run_dir={root / name}"]), progress=False)
     return {name: root / name for name in configs}
@@ -299,3 +300,7 @@ def test_symmetrize_with_refuses_the_same_direction_and_other_corpora(runs, caps
     assert code == 2 and "other way" in err and "data.swap=true" in err
     code, _, err = attnmt(capsys, "evaluate", runs["tsv"], "--symmetrize-with", runs["gold-swap"])
     assert code == 2 and "gold alignments" in err
+    code, _, err = attnmt(
+        capsys, "evaluate", runs["gold-plain"], "--symmetrize-with", runs["gold-swap"]
+    )
+    assert code == 2 and "no attention" in err

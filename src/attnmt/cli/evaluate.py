@@ -143,6 +143,7 @@ def _other_direction(args: argparse.Namespace, loaded) -> Any:
             f"--symmetrize-with needs gold alignments; {args.run} was trained on "
             f"'{loaded.cfg.data.corpus}': use it with runs of data.corpus alignments"
         )
+    _needs_attention(args.run, loaded)
     other = load_decoding_run(argparse.Namespace(**{**vars(args), "run": args.symmetrize_with}))
     if other.cfg.data.corpus != "alignments" or other.cfg.data.swap == loaded.cfg.data.swap:
         way = "English -> Greek" if loaded.cfg.data.swap else "Greek -> English"
@@ -151,9 +152,13 @@ def _other_direction(args: argparse.Namespace, loaded) -> Any:
             f"the other way from {args.run} ({way}): train it with --set data.swap="
             f"{str(not loaded.cfg.data.swap).lower()}"
         )
-    if not getattr(other.model, "uses_attention", True):
-        raise UserError(f"--symmetrize-with {args.symmetrize_with}: that model has no attention")
+    _needs_attention(args.symmetrize_with, other)
     return other
+
+
+def _needs_attention(run: str, loaded) -> None:
+    if not getattr(loaded.model, "uses_attention", True):
+        raise UserError(f"--symmetrize-with: {run} has no attention to read links from")
 
 
 # --- decoding and scores -------------------------------------------------------------------
