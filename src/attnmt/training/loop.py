@@ -65,7 +65,12 @@ def train(cfg: Config, *, resume: bool = False, progress: bool = True) -> TrainR
         distributed.teardown()
         raise
     try:
-        return _loop(run, progress)
+        result = _loop(run, progress)
+        # Every process waits here for the others (rank 0 may still be validating and
+        # saving) before any leaves the group: a rank that tore gloo down while its peer
+        # was busy died at exit with SIGABRT once in a fresh-clone suite (2026-11-24).
+        distributed.barrier(run.ctx)
+        return result
     finally:
         if run.writer is not None:
             run.writer.close()
