@@ -152,18 +152,15 @@ def alignment_report(
 
     Returns (the report dict, the predicted links per example: None where skipped).
     """
-    gold = _gold_by_ref()
     vocab = loaded.vocab
     swapped = loaded.cfg.data.swap  # English -> Greek: the gold links turned round
     chosen, pairs, maps = [], [], []
     skipped = {"no_gold": 0, "word_mismatch": 0}
     for index, ex in enumerate(examples):
-        verse = gold.get(ex.id)
+        verse = _gold_verse(ex.id, swapped)
         if verse is None:
             skipped["no_gold"] += 1
             continue
-        if swapped:
-            verse = verse.transposed()
         src_ids = vocab.src.encode(ex.src)
         tgt_ids = vocab.tgt.encode(ex.tgt)
         # The gold links index the words of the verse: the word maps must see the same.
@@ -250,15 +247,13 @@ def symmetrized_report(
         for ex, found in zip(other_examples, theirs, strict=True)
         if found is not None
     }
-    gold = _gold_by_ref()
     forward, backward, sure = [], [], []
     for ex, found in zip(examples, links, strict=True):
         if found is None or ex.id not in reverse:
             continue
-        verse = gold[ex.id].transposed() if loaded.cfg.data.swap else gold[ex.id]
         forward.append(found)
         backward.append(reverse[ex.id])
-        sure.append(verse.links)
+        sure.append(_gold_verse(ex.id, loaded.cfg.data.swap).links)
     report: dict[str, Any] = {
         "other_run": str(other.run_dir),
         "other_attention": choice.as_dict(),
@@ -276,6 +271,12 @@ def symmetrized_report(
 def _gold_by_ref() -> dict[str, Any]:
     """The gold verses by reference ("John 3:16"); read once per process (~2 s)."""
     return {verse.ref: verse for verse in load_gold().verses}
+
+
+def _gold_verse(ref: str, swapped: bool) -> Any:
+    """The gold verse `ref` as a run of that direction sees it (None if it has no links)."""
+    verse = _gold_by_ref().get(ref)
+    return verse.transposed() if swapped and verse is not None else verse
 
 
 def _rounded(scores: dict[str, Any]) -> dict[str, Any]:
