@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from attnmt.config import add_override_argument, load_config
-from attnmt.training import train
+from attnmt.training import distributed, train
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,4 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     result = train(cfg, resume=args.resume, progress=not args.quiet)
-    return 130 if result.stopped_because == "interrupted" else 0
+    code = 130 if result.stopped_because == "interrupted" else 0
+    if distributed.launched():
+        distributed.end_process(code)
+    return code
