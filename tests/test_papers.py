@@ -209,6 +209,45 @@ def test_a_per_token_baseline_compares_each_sentence_with_its_length():
     assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
 
 
+def test_reward_to_go_credits_each_choice_with_the_tokens_from_its_step_on():
+    model, config, batch = _xu(["mode=hard"], ["reinforce_baseline=to-go", "entropy_weight=0"])
+    _, token_config, _ = _xu(["mode=hard"], ["reinforce_baseline=token", "entropy_weight=0"])
+    lengths = batch.tgt_mask.sum(1).float()  # 4, 2, 3 (EOS included)
+    mask = batch.tgt_mask.float()
+    torch.manual_seed(1)
+    out = model(batch.src, batch.src_mask, batch.tgt_in)
+    nll = torch.nn.functional.cross_entropy(
+        out.logits.reshape(-1, 16), batch.tgt_out.reshape(-1), ignore_index=0, reduction="none"
+    ).view_as(batch.tgt_out)
+    log_p = -(nll.detach() * mask)  # (B, T)
+    # By hand: step t of sentence b earns the log-likelihood of its tokens t, t+1, ...
+    # and is compared with b times the number of those tokens.
+    advantage = torch.zeros_like(log_p)
+    for b in range(log_p.shape[0]):
+        for t in range(int(lengths[b])):
+            advantage[b, t] = log_p[b, t:].sum() - (-0.5) * (lengths[b] - t)
+    policy = (advantage * out.attn_log_prob * mask).sum()
+    expected = (nll.sum() - policy) / lengths.sum()
+    loss, to_go = _loss(model, config, batch, baseline=-0.5)
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+    # Not the sentence-level credit: the first step is credited alike, the later not.
+    token_loss, token = _loss(model, token_config, batch, baseline=-0.5)
+    assert float(token_loss.detach()) != pytest.approx(float(loss.detach()), rel=1e-4)
+    # The moving baseline is the same per-token mean either way.
+    assert to_go.baseline == pytest.approx(token.baseline, rel=1e-6)
+
+
+def test_reward_to_go_needs_a_per_token_reward():
+    from attnmt.config import load_config
+    from attnmt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="reinforce_baseline='to-go'"):
+        load_config(
+            None,
+            ["model.mode=hard", "train.reinforce_baseline=to-go", "train.reinforce_reward=correct"],
+        )
+
+
 def test_hard_expectation_replaces_whole_sentences_by_the_soft_context():
     model, _, batch = _xu(["mode=hard", "hard_expectation=0.5"])
     model.train()

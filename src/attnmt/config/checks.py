@@ -348,6 +348,12 @@ def check_combination(cfg: Config) -> None:
             "train.reinforce_reward='correct' rewards a hard-attention policy; "
             f"model.name={cfg.model.name!r} with model.mode={cfg.model.mode!r} has none"
         )
+    if cfg.train.reinforce_baseline == "to-go" and cfg.train.reinforce_reward != "likelihood":
+        raise ConfigError(
+            "train.reinforce_baseline='to-go' credits each step with the log-likelihood of the "
+            f"tokens from it on; train.reinforce_reward={cfg.train.reinforce_reward!r} gives "
+            "one reward per sentence: use reinforce_baseline 'token' or 'sentence'"
+        )
     if cfg.train.doubly_stochastic and (
         cfg.model.name not in ATTENTIONAL_RNNS or cfg.model.mode != "soft"
     ):

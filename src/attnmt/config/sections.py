@@ -161,9 +161,12 @@ class TrainConfig:
     # Hard attention (Xu et al. 2015 §4.1): lambda_r, the weight of the REINFORCE term,
     # and its baseline: "sentence" (b <- 0.9 b + 0.1 mean R, R a sentence's log-likelihood)
     # or "token" (b tracks the mean log-likelihood per target token; advantage R - b |y|,
-    # so a sentence's length no longer decides the sign of its advantage).
+    # so a sentence's length no longer decides the sign of its advantage), or "to-go" (the
+    # same b per token, and the position chosen at step t is credited only with the
+    # log-likelihood of tokens t, t+1, ...: it cannot change the tokens before it, so the
+    # estimate stays unbiased and loses their noise; Williams 1992's reward-to-go).
     reinforce_weight: float = 1.0
-    reinforce_baseline: Literal["sentence", "token"] = "sentence"
+    reinforce_baseline: Literal["sentence", "token", "to-go"] = "sentence"
     # The REINFORCE reward: "likelihood" (log p(y | x, sampled positions), Xu et al.) or
     # "correct" (1 when every target token is the model's top choice, else 0: Mnih et al.
     # 2014's classification reward).

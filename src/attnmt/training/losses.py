@@ -61,19 +61,24 @@ def reinforce_loss(
         attn_log_prob: log p(s_t) of each step's sampled position (`ModelOutput`).
         attn_entropy: entropy H[s_t] of each step's attention distribution, or None (no
             entropy bonus).
-        reward: R = log p(y | x, s̃), the target sentence's log-likelihood.
-        baseline: b: a number (`Progress.baseline`, b ← 0.9 b + 0.1 mean(R)) or one per
-            sentence (B,) (the per-token baseline times each sentence's length).
+        reward: R = log p(y | x, s̃), the target sentence's log-likelihood (B,), or one
+            per step (B, T): the log-likelihood of the tokens from that step on.
+        baseline: b: a number (`Progress.baseline`, b ← 0.9 b + 0.1 mean(R)), one per
+            sentence (B,) (the per-token baseline times each sentence's length) or one per
+            step (B, T) (times the tokens from that step on).
         tgt_mask: True at real target tokens (steps past a sentence's end are ignored).
         entropy_weight: λ_e.
         reinforce_weight: λ_r.
 
     Shapes:
-        attn_log_prob (B, T), attn_entropy (B, T), reward (B,), tgt_mask (B, T) -> ()
+        attn_log_prob (B, T), attn_entropy (B, T), reward (B,) or (B, T),
+        tgt_mask (B, T) -> ()
     """
     mask = tgt_mask.to(attn_log_prob.dtype)  # (B, T)
-    advantage = (reward.detach() - baseline).to(attn_log_prob.dtype)  # R - b: (B,)
-    policy = (advantage.unsqueeze(1) * attn_log_prob * mask).sum()  # Σ (R - b) log p(s_t)
+    advantage = (reward.detach() - baseline).to(attn_log_prob.dtype)  # R - b: (B,) or (B, T)
+    if advantage.dim() == 1:  # one reward per sentence credits every step's choice
+        advantage = advantage.unsqueeze(1)  # (B, 1)
+    policy = (advantage * attn_log_prob * mask).sum()  # Σ (R - b) log p(s_t)
     loss = -reinforce_weight * policy
     if attn_entropy is not None and entropy_weight:
         loss = loss - entropy_weight * (attn_entropy * mask).sum()  # - λ_e Σ H[s_t]
@@ -166,13 +171,19 @@ def _reinforce(out, nll, batch, cfg: Config, progress: Progress, ctx) -> torch.T
     global_tokens = distributed.all_reduce_sum(batch.tgt_mask.sum().float(), ctx)
     if getattr(out, "reward_baseline", None) is not None:
         return _learned_baseline_loss(out, reward, cfg) / global_tokens * ctx.world_size
-    per_token = cfg.train.reinforce_baseline == "token"
+    kind = cfg.train.reinforce_baseline
+    per_token = kind in ("token", "to-go")
     lengths = batch.tgt_mask.sum(dim=1).to(reward.dtype)  # (B,)
     baseline = progress.baseline * lengths if per_token else progress.baseline
+    credit = reward
+    if kind == "to-go":  # step t's choice earns log p(y_t') for t' >= t only
+        mask = batch.tgt_mask.to(nll.dtype)  # (B, T)
+        credit = _from_here(-(nll.detach() * mask))  # Σ_{t' >= t} log p(y_t'): (B, T)
+        baseline = progress.baseline * _from_here(mask)  # b × tokens from t on: (B, T)
     loss = reinforce_loss(
         out.attn_log_prob,
         out.attn_entropy,
-        reward,
+        credit,
         baseline,
         batch.tgt_mask,
         entropy_weight=cfg.train.entropy_weight,
@@ -183,6 +194,15 @@ def _reinforce(out, nll, batch, cfg: Config, progress: Progress, ctx) -> torch.T
     progress.baseline = 0.9 * progress.baseline + 0.1 * mean_reward
     # reinforce_loss sums over sentences; scale like the cross-entropy (per target token).
     return loss / global_tokens * ctx.world_size
+
+
+def _from_here(values: Tensor) -> Tensor:
+    """Sums from each step to the end: out[b, t] = Σ_{t' >= t} values[b, t'].
+
+    Shapes:
+        values (B, T) -> (B, T)
+    """
+    return values.flip(1).cumsum(dim=1).flip(1)
 
 
 def _reward(out, nll: Tensor, batch, kind: str) -> Tensor:
