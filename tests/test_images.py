@@ -205,3 +205,39 @@ def test_a_stale_image_cache_is_named_not_scored(image_runs, monkeypatch, capsys
     run_dir, _ = image_runs["captions-soft"]
     assert main(["evaluate", str(run_dir), "--split", "dev", "--out", str(run_dir / "x")]) != 0
     assert "stale data cache" in capsys.readouterr().err
+
+
+def test_the_cnn_is_normalised_and_the_decoder_starts_from_xavier():
+    cfg = ModelConfig(name="show-attend-tell", image_height=24, hidden_size=32, embed_size=16)
+    model = build_model(cfg, 21, 14)
+    norms = [m for m in model.encoder.convs if isinstance(m, torch.nn.BatchNorm2d)]
+    assert len(norms) == 4  # one after each convolution
+    # Xavier: uniform within sqrt(6 / (fan_in + fan_out)), far wider than N(0, 0.01²).
+    generator = model.generator.weight.detach()
+    bound = (6 / sum(generator.shape)) ** 0.5
+    assert float(generator.abs().max()) <= bound and float(generator.std()) > 0.05
+    assert float(model.tgt_embed.weight.detach()[0].abs().sum()) == 0  # PAD row
+    recurrent = next(p.detach() for n, p in model.named_parameters() if "weight_hh" in n)
+    square = recurrent.shape[1]
+    gate = recurrent[:square]  # still orthogonal, one square per gate
+    torch.testing.assert_close(gate @ gate.T, torch.eye(square), atol=1e-5, rtol=0)
+
+
+def test_the_baseline_vector_knows_where_things_are():
+    """Two canvases with the same strokes in swapped halves give different vectors c (a
+    mean over the grid would give the same one: it could not read a string's order)."""
+    cfg = ModelConfig(name="show-tell", image_height=24, hidden_size=32, embed_size=16)
+    model = build_model(cfg, 21, 14).eval()
+    g = torch.Generator().manual_seed(0)
+    left = torch.randint(4, 21, (24, 32), generator=g)
+    right = torch.full((24, 32), 4)
+    one = torch.cat([left, right], dim=1).flatten()
+    two = torch.cat([right, left], dim=1).flatten()
+    src = torch.stack([one, two])
+    src = torch.cat([src, torch.full((2, 1), EOS)], dim=1)  # (2, 24·64 + 1)
+    with torch.no_grad():
+        summary = model.encode(src, torch.ones_like(src, dtype=torch.bool)).summary
+    assert summary.shape == (2, 32)
+    assert (
+        float((summary[0] - summary[1]).abs().max()) > 0.2
+    )  # a grid mean: ~0.03
