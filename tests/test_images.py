@@ -207,17 +207,24 @@ def test_a_stale_image_cache_is_named_not_scored(image_runs, monkeypatch, capsys
     assert "stale data cache" in capsys.readouterr().err
 
 
-def test_the_cnn_is_normalised_and_the_decoder_starts_from_xavier():
-    cfg = ModelConfig(name="show-attend-tell", image_height=24, hidden_size=32, embed_size=16)
-    model = build_model(cfg, 21, 14)
-    norms = [m for m in model.encoder.convs if isinstance(m, torch.nn.BatchNorm2d)]
-    assert len(norms) == 4  # one after each convolution
-    # Xavier: uniform within sqrt(6 / (fan_in + fan_out)), far wider than N(0, 0.01²).
-    generator = model.generator.weight.detach()
+def test_the_baseline_alone_gets_batch_norm_and_xavier():
+    def build(name):
+        cfg = ModelConfig(name=name, image_height=24, hidden_size=32, embed_size=16)
+        return build_model(cfg, 21, 14)
+
+    def norms(model):
+        return [m for m in model.encoder.convs if isinstance(m, torch.nn.BatchNorm2d)]
+
+    captioner, baseline = build("show-attend-tell"), build("show-tell")
+    assert len(norms(baseline)) == 4 and not norms(captioner)  # one after each convolution
+    # The captioner keeps Bahdanau's N(0, 0.01²); the baseline's decoder is Xavier-uniform,
+    # within sqrt(6 / (fan_in + fan_out)) and far wider.
+    assert float(captioner.generator.weight.detach().std()) < 0.02
+    generator = baseline.generator.weight.detach()
     bound = (6 / sum(generator.shape)) ** 0.5
     assert float(generator.abs().max()) <= bound and float(generator.std()) > 0.05
-    assert float(model.tgt_embed.weight.detach()[0].abs().sum()) == 0  # PAD row
-    recurrent = next(p.detach() for n, p in model.named_parameters() if "weight_hh" in n)
+    assert float(baseline.tgt_embed.weight.detach()[0].abs().sum()) == 0  # PAD row
+    recurrent = next(p.detach() for n, p in baseline.named_parameters() if "weight_hh" in n)
     square = recurrent.shape[1]
     gate = recurrent[:square]  # still orthogonal, one square per gate
     torch.testing.assert_close(gate @ gate.T, torch.eye(square), atol=1e-5, rtol=0)
@@ -238,6 +245,4 @@ def test_the_baseline_vector_knows_where_things_are():
     with torch.no_grad():
         summary = model.encode(src, torch.ones_like(src, dtype=torch.bool)).summary
     assert summary.shape == (2, 32)
-    assert (
-        float((summary[0] - summary[1]).abs().max()) > 0.2
-    )  # a grid mean: ~0.03
+    assert float((summary[0] - summary[1]).abs().max()) > 0.2  # a grid mean: ~0.03

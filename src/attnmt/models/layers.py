@@ -160,10 +160,11 @@ def init_xavier_outside_encoder(model: nn.Module) -> None:
     PAD embedding row zero. (The image models: `attnmt.models.vision`.)
 
     The text models' N(0, 0.01²) (Bahdanau et al. appendix B) gives the decoder a tiny view
-    of the image at first. Measured on configs/captions-soft.yaml with the normalised CNN
-    (2026-11-24, Intel Xeon): dev exact 8.0 / 39.0% at steps 200 / 400 with this, 0.0 /
-    0.0% with N(0, 0.01²); either initialisation without batch normalisation sat near the
-    unigram loss for 600+ steps.
+    of the image at first. Measured on configs/captions-soft.yaml with a batch-normalised
+    CNN (2026-11-24, Intel Xeon, 200 dev canvases): dev exact 8.0 / 39.0% at steps
+    200 / 400 with this, 0.0 / 0.0% with N(0, 0.01²); either initialisation without batch
+    normalisation sat near the unigram loss for 600+ steps. The no-attention baseline uses
+    it (`ShowTell`); the captioner keeps Bahdanau's (see `ConvEncoder` for why).
     """
     for name, param in model.named_parameters():
         if name.startswith("encoder.") or param.dim() < 2 or "weight_hh" in name:
