@@ -58,6 +58,7 @@ def translate_ids(
     alpha: float = 0.6,
     n_best: int = 1,
     max_len_ratio: float = 2.0,
+    max_len: int | None = None,
     need_weights: bool = False,
     batch_tokens: int = DECODE_BATCH_TOKENS,
     progress=None,
@@ -65,7 +66,9 @@ def translate_ids(
     """Translate source id lists (without EOS: it is added, as the batcher does) in batches.
 
     `decode_text(ids) -> str` detokenizes; `progress` (a tqdm bar or None) is advanced by
-    the number of sentences in each batch. The output keeps the input order.
+    the number of sentences in each batch. The output keeps the input order. An output
+    stops at `max_len_ratio` times its source length (plus 5) tokens, the EOS included, or
+    at `max_len` tokens when that is fewer (an image's source is thousands of pixels long).
 
     Shapes:
         Translation.weights (and those of `nbest`): (T, S) RNN, (T, L, H, S) Transformer,
@@ -90,6 +93,7 @@ def translate_ids(
                         src_mask,
                         alpha=alpha,
                         max_len_ratio=max_len_ratio,
+                        max_len=max_len,
                         need_weights=need_weights,
                     )
                 ]
@@ -102,6 +106,7 @@ def translate_ids(
                     alpha=alpha,
                     n_best=n_best,
                     max_len_ratio=max_len_ratio,
+                    max_len=max_len,
                     need_weights=need_weights,
                 )
             for index, nbest in zip(batch, hyps, strict=True):
@@ -225,7 +230,8 @@ class Translator:
     """A loaded run ready to translate text, with alignments and weights when asked.
 
     Options are those of `attnmt translate` (docs/decoding.md); `align_layer` and
-    `align_head` (1-based) choose the Transformer attention that aligns words.
+    `align_head` (1-based) choose the Transformer attention that aligns words; `max_len`
+    caps every output (EOS included) whatever its source length (`translate_ids`).
     """
 
     def __init__(
@@ -236,6 +242,7 @@ class Translator:
         alpha: float = 0.6,
         n_best: int = 1,
         max_len_ratio: float = 2.0,
+        max_len: int | None = None,
         batch_tokens: int = DECODE_BATCH_TOKENS,
         max_source_len: int | None = None,
         align_layer: int | None = None,
@@ -248,6 +255,7 @@ class Translator:
         self.vocab = loaded.vocab
         self.beam, self.alpha, self.n_best = beam, alpha, n_best
         self.max_len_ratio, self.batch_tokens = max_len_ratio, batch_tokens
+        self.max_len = max_len
         self.threshold = threshold
         self.choice = choose_attention(
             loaded.cfg.model, layer=align_layer, head=align_head, offset=align_offset
@@ -280,6 +288,7 @@ class Translator:
             alpha=self.alpha,
             n_best=self.n_best,
             max_len_ratio=self.max_len_ratio,
+            max_len=self.max_len,
             need_weights=self.need_weights,
             batch_tokens=self.batch_tokens,
             progress=progress,
