@@ -302,6 +302,43 @@ def test_a_request_that_waits_too_long_gets_504_and_leaves_the_queue(tiny_runs):
         assert translate(client, text="the cat").status_code == 200
 
 
+def test_requests_that_share_a_batch_number_their_own_lines(tiny_runs):
+    app = make_app(tiny_runs, names=("rnn",))
+    worker = app.state.workers["rnn"]
+    release, busy = threading.Event(), threading.Event()
+    decode = worker.decode
+
+    def first_waits(lines, options):
+        busy.set()
+        release.wait(10)
+        return decode(lines, options)
+
+    worker.decode = first_waits
+    with TestClient(app) as client:
+        answers, threads = {}, []
+
+        def send(key, **body):
+            answers[key] = translate(client, **body)
+
+        for key, body in (
+            ("a", {"text": "a"}),
+            ("b", {"lines": ["the", "cat"]}),
+            ("c", {"text": "sat"}),
+        ):
+            threads.append(threading.Thread(target=send, args=(key,), kwargs=body))
+            threads[-1].start()
+            deadline = time.monotonic() + 10
+            while not busy.is_set() or worker.waiting < len(threads) - 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        release.set()
+        for thread in threads:
+            thread.join(10)
+    assert worker.batches == 2  # "a" alone, then "b" and "c" in one batch
+    assert [r["line"] for r in answers["b"].json()["translations"]] == [1, 2]
+    assert [r["line"] for r in answers["c"].json()["translations"]] == [1]
+
+
 class Gate:
     """A decode function that records its batches and waits for `open` before each."""
 

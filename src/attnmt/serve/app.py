@@ -248,6 +248,8 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             return Response(status_code=499)
         except UserError as err:
             raise HTTPException(422, str(err)) from None
+        for number, result in enumerate(results, start=1):  # a shared batch counts on
+            result.line = number
         return TranslateResponse(model=name, beam=beam, translations=results)
 
     return app
