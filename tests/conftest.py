@@ -10,6 +10,8 @@ import pytest
 from attnmt.config import load_config
 from attnmt.training import train
 
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "café", "naïve"]
 WORDS += ["Ελληνικά", "λόγος", "Привет", "мир", "שלום", "עולם", "مرحبا", "بالعالم", "🙂", "🚀"]
 TINY = [
@@ -55,3 +57,40 @@ def tiny_runs(tmp_path_factory):
         config = load_config(None, [*TINY, *data, *overrides, f"train.run_dir={root / name}"])
         train(config, progress=False)
     return {name: root / name for name in models}
+
+
+# The shipped image configs, shrunk: 16 training canvases and 8 dev (and 8 test) canvases,
+# narrow layers, 2 steps; one dev canvas validated (an untrained reader runs to its limit).
+TINY_IMAGES = [
+    "data.synthetic_train_size=16",
+    "data.synthetic_dev_size=8",
+    "model.hidden_size=16",
+    "model.embed_size=8",
+    "train.max_steps=2",
+    *("train.log_every=1000", "train.validate_every=1000", "train.checkpoint_every=1000"),
+    *("train.valid_sentences=1", "train.valid_examples=0"),
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_image_runs(tmp_path_factory):
+    """name -> run directory of image runs, each a shipped config trained 2 tiny steps:
+    "soft" and "hard" (Show-Attend-Tell on 24x64 digit strings), "plain" (Show-Tell, no
+    attention) and "glimpses" (Mnih's glimpses on 40x40 cluttered digits)."""
+    root = tmp_path_factory.mktemp("served-images")
+    configs = {
+        "soft": "captions-soft",
+        "hard": "captions-hard",
+        "plain": "captions-plain",
+        "glimpses": "glimpses",
+    }
+    for name, config in configs.items():
+        height, width = (40, 40) if config == "glimpses" else (24, 64)
+        overrides = [
+            *TINY_IMAGES,
+            f"data.batch_tokens={8 * (height * width + 1)}",  # 8 canvases a batch
+            f"data.cache_dir={root / 'cache'}",
+            f"train.run_dir={root / name}",
+        ]
+        train(load_config(CONFIGS / f"{config}.yaml", overrides), progress=False)
+    return {name: root / name for name in configs}

@@ -4,11 +4,13 @@
     app = create_app(decoders, settings)        # then uvicorn.run(app, ...)
 
 Routes: `GET /` (the attention explorer page), `GET /api/health`, `GET /api/models`,
-`GET /api/model?model=NAME`, `POST /api/translate`; FastAPI's own `/openapi.json` and
-`/docs`. Every error is JSON `{"detail": "one sentence"}` with its status: 401 (API key),
-404 (no such model), 413 (body or line count over the limit), 422 (malformed JSON, a field
-of the wrong type or unknown), 503 with Retry-After (queue full), 504 (waited too long).
-No route reads or writes a file a client names: the page is read once, at start.
+`GET /api/model?model=NAME`, `POST /api/translate` (runs that read text), `POST /api/read`
+and `GET /api/examples?model=NAME` (runs that read images); FastAPI's own `/openapi.json`
+and `/docs`. Every error is JSON `{"detail": "one sentence"}` with its status: 401 (API
+key), 404 (no such model), 413 (body or line count over the limit), 422 (malformed JSON, a
+field of the wrong type or unknown, input the run does not read), 503 with Retry-After
+(queue full), 504 (waited too long). No route reads or writes a file a client names: the
+page is read once, at start.
 """
 
 from __future__ import annotations
@@ -19,20 +21,26 @@ from contextlib import asynccontextmanager
 from importlib.resources import files
 from typing import Annotated
 
+import numpy as np
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
+from attnmt.data.images import canvas_text
 from attnmt.errors import UserError
 from attnmt.serve.decoding import RunDecoder, Settings
+from attnmt.serve.images import MAX_EXAMPLES, size_problem
 from attnmt.serve.schemas import (
     ErrorBody,
+    ExampleList,
     Health,
     ModelInfo,
     ModelList,
     QueueState,
+    ReadRequest,
+    ReadResponse,
     TranslateRequest,
     TranslateResponse,
 )
@@ -58,7 +66,10 @@ ERRORS = {
     401: {"model": ErrorBody, "description": "the API key is missing or wrong"},
     404: {"model": ErrorBody, "description": "no served model has that name"},
     413: {"model": ErrorBody, "description": "the body or the number of lines is over the limit"},
-    422: {"model": InvalidBody, "description": "malformed JSON, or a field wrong or unknown"},
+    422: {
+        "model": InvalidBody,
+        "description": "malformed JSON, a field wrong or unknown, or input the run does not read",
+    },
     503: {"model": ErrorBody, "description": "the queue is full: retry after Retry-After s"},
     504: {"model": ErrorBody, "description": "the request waited longer than the timeout"},
 }
@@ -146,7 +157,8 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
     async def invalid_body(_request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
             FieldError(
-                field=".".join(str(p) for p in e["loc"] if p != "body") or "body", message=e["msg"]
+                field=".".join(str(p) for p in e["loc"] if p != "body") or "body",
+                message=e["msg"].removeprefix("Value error, "),  # our validators' sentences
             )
             for e in exc.errors()
         ]
@@ -204,30 +216,20 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
     ) -> ModelInfo:
         return infos[decoder_named(name)]
 
-    @app.post(
-        "/api/translate", response_model=TranslateResponse, dependencies=api, responses=ERRORS
-    )
-    async def translate(body: TranslateRequest, request: Request) -> TranslateResponse | Response:
-        name = decoder_named(body.model)
-        decoder, worker = decoders[name], workers[name]
-        lines = [body.text] if body.text is not None else list(body.lines or [])
-        if len(lines) > settings.max_lines:
+    def too_many(count: int, what: str) -> None:
+        if count > settings.max_lines:
             raise HTTPException(
                 413,
-                f"the request has {len(lines):,} lines; this server translates at most "
+                f"the request has {count:,} {what}; this server takes at most "
                 f"{settings.max_lines:,} per request (--max-lines)",
             )
-        if not decoder.has_attention and (body.alignments or body.weights):
-            raise HTTPException(
-                422,
-                f"model {name!r} ({infos[name].model}) has no attention, so it has no "
-                "alignments or weights; leave out 'alignments' and 'weights'",
-            )
-        beam = body.beam if body.beam is not None else settings.beam
-        alignments = decoder.has_attention if body.alignments is None else body.alignments
-        options = Options(beam=beam, alignments=alignments, weights=body.weights)
+
+    async def decode(name: str, lines: list[str], options: Options, request: Request):
+        """The worker's results for `lines`, or None when the client has left; the queue's
+        refusals become their HTTP errors."""
+        worker = workers[name]
         try:
-            results = await worker.run(
+            return await worker.run(
                 lines, options, timeout=settings.timeout, disconnected=request.is_disconnected
             )
         except QueueFullError:
@@ -241,15 +243,98 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         except TimeoutError:
             raise HTTPException(
                 504,
-                f"the request waited more than {settings.timeout:g} s (--timeout); send fewer "
-                "lines, or retry when the server is less busy",
+                f"the request waited more than {settings.timeout:g} s (--timeout); send less "
+                "at once, or retry when the server is less busy",
             ) from None
         except ClientGoneError:  # nobody reads this answer
-            return Response(status_code=499)
+            return None
         except UserError as err:
             raise HTTPException(422, str(err)) from None
+
+    @app.post(
+        "/api/translate", response_model=TranslateResponse, dependencies=api, responses=ERRORS
+    )
+    async def translate(body: TranslateRequest, request: Request) -> TranslateResponse | Response:
+        name = decoder_named(body.model)
+        decoder = decoders[name]
+        if decoder.images is not None:
+            image = infos[name].image
+            raise HTTPException(
+                422,
+                f"model {name!r} ({infos[name].model}) reads images, not text; send them to "
+                f"POST /api/read as 'image': {image.height} rows of {image.width} grey levels "
+                "0..16",
+            )
+        lines = [body.text] if body.text is not None else list(body.lines or [])
+        too_many(len(lines), "lines")
+        if not decoder.has_attention and (body.alignments or body.weights):
+            raise HTTPException(
+                422,
+                f"model {name!r} ({infos[name].model}) has no attention, so it has no "
+                "alignments or weights; leave out 'alignments' and 'weights'",
+            )
+        beam = body.beam if body.beam is not None else settings.beam
+        alignments = decoder.has_attention if body.alignments is None else body.alignments
+        options = Options(beam=beam, alignments=alignments, weights=body.weights)
+        results = await decode(name, lines, options, request)
+        if results is None:
+            return Response(status_code=499)
         for number, result in enumerate(results, start=1):  # a shared batch counts on
             result.line = number
         return TranslateResponse(model=name, beam=beam, translations=results)
+
+    @app.post("/api/read", response_model=ReadResponse, dependencies=api, responses=ERRORS)
+    async def read(body: ReadRequest, request: Request) -> ReadResponse | Response:
+        name = decoder_named(body.model)
+        decoder = decoders[name]
+        if decoder.images is None:
+            raise HTTPException(
+                422,
+                f"model {name!r} ({infos[name].model}) reads text, not images; send sentences "
+                "to POST /api/translate",
+            )
+        images = [body.image] if body.image is not None else list(body.images or [])
+        too_many(len(images), "images")
+        if problem := size_problem(images, decoder.images.height, decoder.images.width):
+            raise HTTPException(422, problem)
+        if body.weights and not decoder.has_attention:
+            raise HTTPException(
+                422,
+                f"model {name!r} ({infos[name].model}) has no attention, so it has no maps of "
+                "where it looked; leave out 'weights'",
+            )
+        beam = body.beam if body.beam is not None else settings.beam
+        weights = decoder.has_attention if body.weights is None else body.weights
+        texts = [canvas_text(np.asarray(image, dtype=np.int64)) for image in images]
+        options = Options(beam=beam, alignments=False, weights=weights)
+        results = await decode(name, texts, options, request)
+        if results is None:
+            return Response(status_code=499)
+        for number, result in enumerate(results, start=1):
+            result.image = number
+        return ReadResponse(model=name, beam=beam, readings=results)
+
+    @app.get("/api/examples", response_model=ExampleList, dependencies=api, responses=ERRORS)
+    def examples(  # a plain def: FastAPI runs it in a thread (the first call makes canvases)
+        name: Annotated[
+            str | None, Query(alias="model", description="a served run; the first if left out")
+        ] = None,
+        n: Annotated[int, Query(ge=1, le=MAX_EXAMPLES, description="how many canvases")] = 4,
+        start: Annotated[int, Query(ge=0, description="the 0-based index of the first")] = 0,
+    ) -> ExampleList:
+        name = decoder_named(name)
+        run = decoders[name].images
+        if run is None:
+            raise HTTPException(
+                422,
+                f"model {name!r} ({infos[name].model}) reads text; examples are the test "
+                "canvases of a run that reads images",
+            )
+        total, chosen = run.examples(start, n)
+        if start >= total:
+            raise HTTPException(
+                422, f"start={start} is past the last of the {total} test canvases ({total - 1})"
+            )
+        return ExampleList(model=name, split="test", total=total, examples=chosen)
 
     return app

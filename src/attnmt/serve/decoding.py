@@ -3,6 +3,8 @@
 The decoding is the library's `Translator` (attnmt.inference), the one `attnmt translate`
 uses; this module only checks each line, picks the attention maps a client asked for and
 shapes the answer. A bad line is answered on its own (`error`), never failing the others.
+A run that reads images gets its lines as image texts and answers `ImageResult`s
+(`attnmt.serve.images`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from attnmt.config import IMAGE_MODELS
 from attnmt.data.alignments import format_pharaoh
 from attnmt.inference import LoadedRun, Sentence, Translator
 from attnmt.inference.alignment import source_words, target_words, word_view
@@ -22,11 +25,13 @@ from attnmt.inference.attention_maps import (
     transformer_choice,
 )
 from attnmt.inference.translator import rounded_matrix
+from attnmt.serve.images import ImageRun
 from attnmt.serve.schemas import (
     MAX_BEAM,
     AttentionInfo,
     AttentionMap,
     BestDev,
+    ImageResult,
     Limits,
     LineResult,
     ModelInfo,
@@ -75,21 +80,34 @@ def clean_line(line: str, max_chars: int) -> tuple[str, str | None]:
 
 
 class RunDecoder:
-    """Translate lines with one loaded run; one `Translator` per beam size, made on use."""
+    """Translate lines with one loaded run; one `Translator` per beam size, made on use.
+
+    A run that reads images (`images` is its `ImageRun`, else None) decodes image texts
+    (`attnmt.data.images.canvas_text`) into `ImageResult`s instead.
+    """
 
     def __init__(self, name: str, loaded: LoadedRun, settings: Settings) -> None:
         self.name = name
         self.loaded = loaded
         self.settings = settings
         self.has_attention = bool(getattr(loaded.model, "uses_attention", True))
+        self.images = ImageRun(loaded) if loaded.cfg.model.name in IMAGE_MODELS else None
         self._translators: dict[int, Translator] = {}
         self.transformer = loaded.cfg.model.name == "transformer"
         self.default = self._translator(settings.beam).choice
 
+    @property
+    def input(self) -> str:
+        """What the run reads: "text" or "image"."""
+        return "text" if self.images is None else "image"
+
     def _translator(self, beam: int) -> Translator:
         if beam not in self._translators:
             self._translators[beam] = Translator(
-                self.loaded, beam=beam, need_weights=self.has_attention
+                self.loaded,
+                beam=beam,
+                need_weights=self.has_attention,
+                max_len=None if self.images is None else self.images.max_len,
             )
         return self._translators[beam]
 
@@ -98,7 +116,7 @@ class RunDecoder:
     def info(self) -> ModelInfo:
         cfg, loaded = self.loaded.cfg, self.loaded
         attention = None
-        if self.has_attention and not self.transformer:
+        if self.has_attention and not self.transformer and cfg.model.name != "glimpses":
             local = cfg.model.scope != "global"
             attention = AttentionInfo(
                 score=cfg.model.attention,
@@ -109,12 +127,14 @@ class RunDecoder:
         return ModelInfo(
             name=self.name,
             model=cfg.model.name,
+            input=self.input,
+            image=None if self.images is None else self.images.info(),
             attention=attention,
             has_attention=self.has_attention,
             layers=cfg.model.layers,
             heads=cfg.model.heads if self.transformer else None,
-            source_language=_side(cfg.data, "src"),
-            target_language=_side(cfg.data, "tgt"),
+            source_language=_side(cfg.data, "src", images=self.images is not None),
+            target_language=_side(cfg.data, "tgt", images=self.images is not None),
             parameters=sum(p.numel() for p in loaded.model.parameters()),
             step=loaded.step,
             checkpoint=loaded.checkpoint.name,
@@ -131,8 +151,13 @@ class RunDecoder:
 
     # --- translating ---------------------------------------------------------------------
 
-    def __call__(self, lines: Sequence[str], options: Options) -> list[LineResult]:
+    def __call__(
+        self, lines: Sequence[str], options: Options
+    ) -> list[LineResult] | list[ImageResult]:
         translator = self._translator(options.beam)
+        if self.images is not None:  # image texts, made by the app from checked images
+            sentences = translator.translate(lines)
+            return self.images.results(translator, sentences, weights=options.weights)
         cleaned = [clean_line(line, self.settings.max_line_chars) for line in lines]
         good = [i for i, (_, error) in enumerate(cleaned) if error is None]
         sentences = translator.translate([cleaned[i][0] for i in good])
@@ -202,8 +227,10 @@ class RunDecoder:
         ]
 
 
-def _side(data, side: str) -> str:
+def _side(data, side: str, *, images: bool = False) -> str:
     """What a side's language is called: the corpus version or suffix, else the task."""
+    if images:
+        return f"{data.corpus} images" if side == "src" else "digits"
     if data.corpus in ("bible", "files"):
         return getattr(data, side)
     if data.corpus == "alignments":

@@ -5,15 +5,22 @@ models, and checks every request against them: a field of the wrong type or one 
 module does not name is refused with 422, saying which field. Indices are 0-based
 (Pharaoh's `i-j`: source word i, target word j); layers and heads count from 1, as in the
 `translate` command's `--align-layer` and `--align-head`.
+
+A run reads text (`TranslateRequest`) or images (`ReadRequest`: the digit tasks of
+`attnmt.data.images`, an image a list of rows of grey levels 0..16); `ModelInfo.input`
+says which.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_BEAM = 16
+MAX_LEVEL = 16  # grey levels of an image are 0..MAX_LEVEL (attnmt.data.images.LEVEL_CHARS)
+Level = Annotated[int, Field(ge=0, le=MAX_LEVEL)]
 
 
 class _Strict(BaseModel):
@@ -51,6 +58,79 @@ class TranslateRequest(_Strict):
     def _one_input(self) -> TranslateRequest:
         if (self.text is None) == (self.lines is None):
             raise ValueError("give exactly one of 'text' (a sentence) or 'lines' (a list of them)")
+        return self
+
+
+def _image_problem(image: Any, which: str) -> str | None:
+    """Why `image` (raw JSON) is not rows of equal length of grey levels 0..16, as one
+    sentence about `which` ("the image", "image 2 (from 0)"); None if it is."""
+    if not isinstance(image, list) or not image:
+        return f"{which} must be a non-empty list of rows, each a list of grey levels"
+    width = None
+    for r, row in enumerate(image):
+        if not isinstance(row, list) or not row:
+            return f"row {r} of {which} is not a non-empty list of grey levels"
+        if width is not None and len(row) != width:
+            return (
+                f"row {r} of {which} has {len(row)} pixels but row 0 has {width}; "
+                "every row must be as long"
+            )
+        width = len(row)
+        for c, value in enumerate(row):
+            whole = isinstance(value, int) and not isinstance(value, bool)
+            if not whole or not 0 <= value <= MAX_LEVEL:
+                return (
+                    f"{which} holds {json.dumps(value)} at row {r}, column {c}; a grey level "
+                    f"is a whole number from 0 to {MAX_LEVEL}"
+                )
+    return None
+
+
+class ReadRequest(_Strict):
+    """One image (`image`) or several (`images`) for a run that reads images, and how to
+    read them. An image is its rows, top to bottom, each a list of grey levels 0..16 left
+    to right (0 is the background, 16 full ink), of the size the run reads (GET
+    /api/model: `image.height` rows of `image.width` levels)."""
+
+    image: list[list[Level]] | None = Field(
+        None, description="one image: rows of grey levels 0..16 (ink is high, paper 0)"
+    )
+    images: list[list[list[Level]]] | None = Field(
+        None, description="several images, read in one batch"
+    )
+    model: str | None = Field(
+        None, description="the name of a served run (GET /api/models); the first one if left out"
+    )
+    beam: int | None = Field(
+        None, ge=1, le=MAX_BEAM, description="beam size (1 = greedy); by default the server's"
+    )
+    weights: bool | None = Field(
+        None,
+        description="the attention of each step as a map over the pixels (and the glimpse "
+        "path); by default whenever the model has attention",
+    )
+
+    # Checked before the types: one sentence for a bad image, not one error per pixel.
+    @field_validator("image", mode="before")
+    @classmethod
+    def _one_image(cls, value: Any) -> Any:
+        if value is not None and (problem := _image_problem(value, "the image")):
+            raise ValueError(problem)
+        return value
+
+    @field_validator("images", mode="before")
+    @classmethod
+    def _each_image(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            for i, image in enumerate(value):
+                if problem := _image_problem(image, f"image {i} (from 0)"):
+                    raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _one_input(self) -> ReadRequest:
+        if (self.image is None) == (self.images is None):
+            raise ValueError("give exactly one of 'image' or 'images' (a list of them)")
         return self
 
 
@@ -111,6 +191,57 @@ class TranslateResponse(BaseModel):
     translations: list[LineResult]
 
 
+class ImageResult(BaseModel):
+    """What a run read in one image, and where it looked while reading each symbol."""
+
+    image: int = Field(description="1-based position of the image in the request")
+    text: str = Field(description='the digits read, separated by spaces ("3 1 4")')
+    truncated: bool = Field(
+        False, description="the reading had not ended after image.max_digits symbols: cut there"
+    )
+    score: float = Field(0.0, description="the hypothesis score (length-normalised under beam)")
+    log_prob: float = Field(0.0, description="log P(text, </s> | image)")
+    target_pieces: list[str] = Field(
+        default_factory=list, description="the symbols read, then </s>: one per decoder step"
+    )
+    attention: list[list[list[float]]] | None = Field(
+        None,
+        description="with weights: one map per step (rows: target_pieces), each height x "
+        "width, the step's attention mass on every pixel (a grid cell's weight spread over "
+        "its pixels; each map sums to the step's mass, 1)",
+    )
+    glimpses: list[tuple[float, float]] | None = Field(
+        None,
+        description="the glimpse model, with weights: the (row, col) pixel centre of each "
+        "glimpse, in the order taken (pixel (i, j) is centred on (i, j))",
+    )
+
+
+class ReadResponse(BaseModel):
+    model: str = Field(description="the run that read")
+    beam: int
+    readings: list[ImageResult]
+
+
+class ImageExample(BaseModel):
+    """One canvas of a run's test split, made again from its data config."""
+
+    index: int = Field(description="0-based position in the split")
+    id: str = Field(description='the example id, "TASK.test:INDEX"')
+    image: list[list[int]] = Field(description="rows of grey levels 0..16")
+    digits: str = Field(description='the true digits, separated by spaces ("3 1 4")')
+    boxes: list[tuple[int, int, int, int]] = Field(
+        description="per digit (top, left, bottom, right) in pixels, bottom and right exclusive"
+    )
+
+
+class ExampleList(BaseModel):
+    model: str
+    split: Literal["test"]
+    total: int = Field(description="canvases in the split (index runs from 0 to total - 1)")
+    examples: list[ImageExample]
+
+
 class AttentionInfo(BaseModel):
     score: str = Field(description="dot, general, concat, additive, location, scaled_dot, cosine")
     scope: str = Field(description="global, local-m or local-p (a window of 2D+1 positions)")
@@ -132,11 +263,36 @@ class Limits(BaseModel):
     max_beam: int
 
 
+class ImageInfo(BaseModel):
+    """What an image run reads (`ModelInfo.image`)."""
+
+    task: str = Field(description='"digits" (2-5 digits in a row) or "cluttered" (one digit)')
+    height: int = Field(description="rows of pixels")
+    width: int = Field(description="pixels per row")
+    min_level: int = Field(0, description="the lowest grey level (the background)")
+    max_level: int = Field(MAX_LEVEL, description="the highest grey level (full ink)")
+    grid: tuple[int, int] | None = Field(
+        description="show-attend-tell: the rows and columns of grid cells it attends over"
+    )
+    cell: int | None = Field(description="show-attend-tell: a grid cell's side in pixels")
+    glimpses: int | None = Field(description="glimpses: the glimpses taken of each image")
+    max_digits: int = Field(description="a longer reading is cut there (truncated: true)")
+    examples: int = Field(description="test canvases GET /api/examples can give")
+
+
 class ModelInfo(BaseModel):
     name: str
-    model: Literal["rnnencdec", "rnnsearch", "luong", "transformer"]
+    model: Literal[
+        "rnnencdec", "rnnsearch", "luong", "transformer",  # text
+        "show-attend-tell", "show-tell", "glimpses",  # images
+    ]  # fmt: skip
+    input: Literal["text", "image"] = Field(
+        description="what the run reads: text (POST /api/translate) or images (POST /api/read)"
+    )
+    image: ImageInfo | None = Field(description="the images an image run reads; null for text")
     attention: AttentionInfo | None = Field(
-        description="null for the Transformer (multi-head scaled dot) and RNNencdec (none)"
+        description="null for the Transformer (multi-head scaled dot), RNNencdec and "
+        "show-tell (none), and glimpses (its own policy: see image.glimpses)"
     )
     has_attention: bool
     layers: int

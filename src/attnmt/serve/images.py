@@ -1,0 +1,148 @@
+"""Image runs behind `attnmt serve`: what they read (`ImageInfo`), what they read in an
+image and where they looked (`ImageResult`), and their test canvases as examples.
+
+An image reaches the model as the pipeline's "sentence" of pixel tokens
+(`attnmt.data.images.canvas_text`), so text and images share the `Translator`, the worker
+queue and its batches; only the answer differs. Show-Attend-Tell attends over grid cells
+(each 4x4 pixels) and the glimpse model over pixels: both become maps over the pixels
+(`attnmt.inference.vision.pixel_map`), so a client draws every model's attention alike.
+
+    run = ImageRun(loaded)
+    texts = [canvas_text(np.array(image)) for image in images]   # what the worker decodes
+    results = run.results(translator, translator.translate(texts), weights=True)
+
+Shapes legend: T decoder steps (the symbols read, then EOS), G grid cells, H, W image
+height and width, N glimpses.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from attnmt.data.images import Canvas, CanvasVocab
+from attnmt.inference import LoadedRun, Sentence, Translator
+from attnmt.inference.attention_maps import labels
+from attnmt.inference.translator import rounded_matrix
+from attnmt.inference.vision import glimpse_path, pixel_map, split_canvases
+from attnmt.models.vision import DOWNSAMPLE, grid_size
+from attnmt.serve.schemas import MAX_LEVEL, ImageExample, ImageInfo, ImageResult
+
+DIGITS = 5  # decimals of scores (weights: `rounded_matrix`)
+MAX_DIGITS = 15  # symbols read in one image before the reading is cut (the tasks write <= 5)
+MAX_EXAMPLES = 32  # canvases per GET /api/examples
+SPLIT = "test"  # the split examples come from: never trained on, never chosen a checkpoint
+
+
+def size_problem(images: Sequence[Sequence[Sequence[int]]], height: int, width: int) -> str | None:
+    """Why `images` (rows of levels, already checked to be rectangular) do not fit a run
+    that reads height x width images; None if they all do."""
+    for i, image in enumerate(images):
+        shape = (len(image), len(image[0]))
+        if shape != (height, width):
+            which = "the image" if len(images) == 1 else f"image {i} (from 0)"
+            return (
+                f"{which} is {shape[0]}x{shape[1]} pixels (height x width); this model reads "
+                f"{height}x{width} images"
+            )
+    return None
+
+
+class ImageRun:
+    """The image side of a served run: its size, its answers, its test canvases."""
+
+    def __init__(self, loaded: LoadedRun) -> None:
+        src = loaded.vocab.src
+        if not isinstance(src, CanvasVocab):
+            raise TypeError(f"run {loaded.run_dir} does not read images (its source is {src!r})")
+        self.loaded = loaded
+        self.height, self.width = src.height, src.width
+        self.has_glimpses = hasattr(loaded.model, "glimpse_path")
+        self._canvases: list[Canvas] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def max_len(self) -> int:
+        """The decoder steps of one reading, EOS included (`Translator(max_len=...)`)."""
+        return MAX_DIGITS + 1
+
+    def info(self) -> ImageInfo:
+        cfg = self.loaded.cfg
+        grid = None
+        if cfg.model.name == "show-attend-tell":
+            grid = grid_size(self.height, self.width)
+        return ImageInfo(
+            task=cfg.data.corpus,
+            height=self.height,
+            width=self.width,
+            min_level=0,
+            max_level=MAX_LEVEL,
+            grid=grid,
+            cell=DOWNSAMPLE if grid else None,
+            glimpses=cfg.model.glimpses if self.has_glimpses else None,
+            max_digits=MAX_DIGITS,
+            examples=cfg.data.synthetic_dev_size,
+        )
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def results(
+        self, translator: Translator, sentences: Sequence[Sentence], *, weights: bool
+    ) -> list[ImageResult]:
+        """One `ImageResult` per decoded image, in order (`image` counts from 1)."""
+        return [
+            self._result(translator, sentence, index=i + 1, weights=weights)
+            for i, sentence in enumerate(sentences)
+        ]
+
+    def _result(
+        self, translator: Translator, sentence: Sentence, *, index: int, weights: bool
+    ) -> ImageResult:
+        done = sentence.translation
+        if done is None:  # cannot happen: an image text is never blank
+            raise ValueError(f"image {index} was not decoded")
+        result = ImageResult(
+            image=index,
+            text=done.text,
+            truncated=len(done.tokens) >= MAX_DIGITS,
+            score=round(done.score, DIGITS),
+            log_prob=round(done.log_prob or 0.0, DIGITS),
+            target_pieces=labels(translator.vocab.tgt, done.tokens),
+        )
+        if weights and done.weights is not None:
+            step_weights = done.weights.float().numpy()  # (T, G) or (T, H·W)
+            maps = pixel_map(step_weights, self.height, self.width)  # (T, H, W)
+            result.attention = [rounded_matrix(step) for step in maps]
+            if self.has_glimpses:
+                path = glimpse_path(self.loaded.model, sentence.ids)  # (N, 2)
+                result.glimpses = [(round(float(r), 2), round(float(c), 2)) for r, c in path]
+        return result
+
+    # --- examples ---------------------------------------------------------------------------
+
+    def examples(self, start: int, count: int) -> tuple[int, list[ImageExample]]:
+        """The split's size and its canvases start, start + 1, ... (at most `count`).
+
+        The canvases are made again from the run's data config on the first call (about a
+        second: the scans are loaded), then kept.
+        """
+        canvases = self._split()
+        chosen = range(start, min(len(canvases), start + count))
+        return len(canvases), [self._example(i, canvases[i]) for i in chosen]
+
+    def _split(self) -> list[Canvas]:
+        with self._lock:
+            if self._canvases is None:
+                self._canvases = split_canvases(self.loaded.cfg.data, SPLIT)
+            return self._canvases
+
+    def _example(self, index: int, canvas: Canvas) -> ImageExample:
+        return ImageExample(
+            index=index,
+            id=f"{self.loaded.cfg.data.corpus}.{SPLIT}:{index}",
+            image=np.asarray(canvas.pixels, dtype=int).tolist(),  # (H, W)
+            digits=" ".join(map(str, canvas.digits)),
+            boxes=[tuple(int(v) for v in box) for box in canvas.boxes],
+        )
