@@ -1,6 +1,7 @@
 """The explorer page in a real browser: Debian's Chromium, driven by Playwright, against
 `attnmt serve` on loopback with a tiny English->Arabic run trained from the built-in corpus
-and a tiny Transformer beside it (the compare view).
+and a tiny Transformer beside it (the compare view); and against tiny image runs (load a
+test canvas, draw on it, read it, see where each run looked) served beside a text run.
 
 `.ci/run` installs Chromium (`apt-get install chromium`); without it the test is skipped,
 saying so. Screenshots land in the test's temporary directory, or in
@@ -55,12 +56,21 @@ def arabic_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(arabic_run, tiny_runs):
+    yield from _serve([f"en-ar={arabic_run}", f"tf={tiny_runs['tf']}"])
+
+
+@pytest.fixture(scope="module")
+def image_server(tiny_image_runs, tiny_runs):
+    """Two Show-Attend-Tell runs (24x64: compared), the glimpses (40x40) and a text run."""
+    runs = [f"{name}={tiny_image_runs[name]}" for name in ("soft", "hard", "glimpses")]
+    yield from _serve([*runs, f"tf={tiny_runs['tf']}"])
+
+
+def _serve(runs: list[str]):
+    """Start `attnmt serve RUNS` on a free port; yield its address; stop it."""
     port = _free_port()
     process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "attnmt", "serve", f"en-ar={arabic_run}"),
-            *(f"tf={tiny_runs['tf']}", "--port", str(port)),
-        ],
+        [sys.executable, "-m", "attnmt", "serve", *runs, "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -155,3 +165,81 @@ def test_type_translate_see_and_hover(server, shots):
             browser.close()
     assert errors == []
     assert (shots / "explorer-compare.png").stat().st_size > 10_000
+
+
+DRAW = "document.getElementById('draw')"  # the drawing canvas
+
+
+def test_load_draw_read_and_see_where_it_looked(image_server, shots):
+    errors: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("pageerror", lambda err: errors.append(str(err)))
+            page.goto(image_server)
+            # The first run reads 24x64 images: a drawing canvas, no text box; the other
+            # run of that size beside it (the glimpses and the text run are not offered).
+            page.wait_for_selector("section.panel[data-model='hard']")
+            assert page.locator("#image-input").is_visible()
+            assert not page.locator("#text").is_visible() and page.locator("#read").is_visible()
+            assert page.evaluate(f"[{DRAW}.width, {DRAW}.height]") == [64 * 8, 24 * 8]
+            second = page.locator("section.panel[data-model='hard'] select.model option")
+            assert second.all_inner_texts() == ["soft", "hard"]
+            page.click("#read")  # nothing drawn yet: said, not sent
+            assert "Draw something first" in page.locator("#status").inner_text()
+            page.click("#example")
+            page.wait_for_function("document.querySelector('#example-note').textContent")
+            note = page.locator("#example-note").inner_text()
+            assert note.startswith("test example 1 of 8 · true digits ")
+            digits = note.split("true digits ")[1]
+            page.click("#read")
+            for name in ("soft", "hard"):
+                panel = page.locator(f"section.panel[data-model='{name}']")
+                panel.locator(".look canvas").first.wait_for()
+                read = panel.locator(".translation").inner_text()
+                # One picture per decoder step: each digit read, then </s>.
+                captions = panel.locator(".look figcaption").all_inner_texts()
+                assert captions[:-1] == read.split() and captions[-1] == "</s>"
+                assert panel.locator(".truth").inner_text().startswith(f"true digits {digits}")
+            page.screenshot(path=str(shots / "explorer-images.png"))
+            # Drawing makes the image the user's own: no truth to compare with any more.
+            box = page.locator("#draw").bounding_box()
+            page.mouse.move(box["x"] + 30, box["y"] + 30)
+            page.mouse.down()
+            page.mouse.move(box["x"] + 50, box["y"] + 160, steps=8)
+            page.mouse.up()
+            assert page.locator("#example-note").inner_text() == "your drawing"
+            page.click("#clear")
+            blank = f"{DRAW}.getContext('2d').getImageData(0, 0, 512, 192).data"
+            assert page.evaluate(f"{blank}.every((v, i) => i % 4 === 3 || v === 255)")
+            # The glimpses read 40x40 images: the canvas follows, the compare view goes.
+            first = page.locator("section.panel").first
+            first.locator("select.model").select_option("glimpses")
+            page.wait_for_function(f"{DRAW}.width === 320")
+            assert page.locator("section.panel").count() == 1
+            assert not page.locator("#compare-wrap").is_visible()
+            page.click("#example")
+            page.wait_for_function("document.querySelector('#example-note').textContent")
+            page.click("#read")
+            glimpses = page.locator("section.panel[data-model='glimpses']")
+            glimpses.locator(".look canvas").first.wait_for()
+            assert glimpses.locator(".look").count() == 2  # the digit, then </s>
+            assert "6 glimpses" in glimpses.locator(".looks-hint").inner_text()
+            page.screenshot(path=str(shots / "explorer-glimpses.png"))
+            # A text run served beside them still translates as before.
+            page.locator("section.panel").first.locator("select.model").select_option("tf")
+            assert page.locator("#text").is_visible() and not page.locator("#draw").is_visible()
+            page.fill("#text", "the cat sat")
+            page.click("#translate")
+            tf = page.locator("section.panel[data-model='tf']")
+            page.wait_for_function(
+                "!document.querySelector(\"section.panel[data-model='tf']\")"
+                ".classList.contains('busy')"
+            )
+            tf.locator("select.level").select_option("subword")
+            tf.locator(".heatmap .cell").first.wait_for()
+        finally:
+            browser.close()
+    assert errors == []
+    assert (shots / "explorer-images.png").stat().st_size > 10_000
