@@ -1,6 +1,7 @@
-"""docs/serving.md's curl commands, run as written against a live `attnmt serve` (a tiny
-run served under the docs' name, `quickstart`): each exits 0, answers JSON with the keys
-the page shows, and the status code the page shows where it shows one."""
+"""docs/serving.md's curl commands, run as written against a live `attnmt serve` (tiny runs
+served under the docs' names: `quickstart`, and the image runs `captions-soft` and
+`glimpses`): each exits 0, answers JSON with the keys the page shows, and the status code
+the page shows where it shows one."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def examples() -> list[tuple[str, str | None]]:
 
 
 @pytest.fixture(scope="module")
-def servers(tiny_runs):
-    """Two servers of the tiny RNN: without and with an API key; yields their ports."""
+def servers(tiny_runs, tiny_image_runs):
+    """Two servers of the tiny RNN and image runs: without and with an API key; yields their
+    ports."""
     started = []
     for key in (None, KEY):
         with socket.socket() as sock:
@@ -44,6 +46,8 @@ def servers(tiny_runs):
         if key:
             env["ATTNMT_API_KEY"] = key
         command = [sys.executable, "-m", "attnmt", "serve", f"quickstart={tiny_runs['rnn']}"]
+        command += [f"captions-soft={tiny_image_runs['soft']}"]
+        command += [f"glimpses={tiny_image_runs['glimpses']}"]
         process = subprocess.Popen(
             [*command, "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True,
@@ -74,6 +78,8 @@ def test_the_page_has_its_examples():
     assert len(commands) >= 7
     assert any("/api/translate" in c and '"weights": true' in c for c in commands)
     assert any("Authorization: Bearer $ATTNMT_API_KEY" in c for c in commands)
+    reads = [c for c in commands if "/api/read" in c]
+    assert any("/api/examples" in c and "glimpses" in c for c in reads)
 
 
 @pytest.mark.parametrize(("command", "shown"), examples(), ids=lambda x: str(x)[:70])
@@ -96,6 +102,10 @@ def test_curl_example(servers, command, shown):
         assert shown is not None and status == shown.rsplit(" ", 1)[1]
         shown = shown.rsplit(" ", 1)[0]
     answer = json.loads(out)
+    if "/api/examples" in command:  # an example read: the digits, a map per step
+        (reading,) = answer["readings"]
+        assert len(reading["attention"]) == len(reading["target_pieces"])
+        assert (reading["glimpses"] is not None) == ("glimpses" in command)
     if shown is not None:
         assert set(answer) == set(json.loads(shown))
         if "translations" in answer:
