@@ -299,6 +299,19 @@ def test_translation_weights_are_cut_to_each_source(runs):
             torch.testing.assert_close(sums, torch.ones_like(sums))
 
 
+def test_max_len_caps_every_output_whatever_its_source(runs):
+    loaded = load_run(runs["tf"])
+    sources = [[4, 5, 6, 7, 8, 9] * 5]  # ratio 2: up to 65 steps; max_len 3: two and EOS
+    for beam in (1, 2):
+        (capped,) = translate_ids(
+            loaded.model, sources, str, beam_size=beam, max_len=3, need_weights=True
+        )
+        assert len(capped.tokens) <= 2 and capped.weights.shape[0] == len(capped.tokens) + 1
+    (free,) = translate_ids(loaded.model, sources, str)  # greedy: the same steps, cut
+    (capped,) = translate_ids(loaded.model, sources, str, max_len=3)
+    assert capped.tokens == free.tokens[: len(capped.tokens)]
+
+
 def test_align_offset_links_each_word_to_a_later_steps_argmax(runs, tmp_path, capsys, monkeypatch):
     source = _write(tmp_path / "in.txt", ["1 2 3 4"])
     args = ("translate", runs["tf"], source, "--alignments", "json")
