@@ -15,9 +15,10 @@ from attnmt.config import Config, ModelConfig, from_dict, load_config
 from attnmt.data.images import CANVAS
 from attnmt.data.vocab import EOS
 from attnmt.errors import ConfigError
+from attnmt.inference.translator import translate_ids
 from attnmt.inference.vision import box_mass, digit_scores, pixel_map
 from attnmt.models import build_model
-from attnmt.models.vision import cell_boxes, grid_size, pixels_of
+from attnmt.models.vision import MAX_SYMBOLS, cell_boxes, grid_size, pixels_of
 
 CONFIGS = ("captions-soft", "captions-hard", "captions-plain", "glimpses", "cluttered-cnn")
 
@@ -79,6 +80,24 @@ def test_show_tell_has_no_attention_and_reads_the_same_images():
     src = _pixels(2, 40, 40)
     out = model(src, torch.ones_like(src, dtype=torch.bool), torch.tensor([[2], [2]]))
     assert out.logits.shape == (2, 1, 14) and out.weights is None
+
+
+@pytest.mark.parametrize("name", ["show-attend-tell", "show-tell"])
+def test_an_untrained_image_model_stops_after_max_symbols(name):
+    """Without a cap an image's 1,537 pixel tokens would allow 3,000+ output tokens; an
+    untrained decoder that never writes EOS must stop at MAX_SYMBOLS, greedy and beam."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(name=name, image_height=24, hidden_size=16, embed_size=8)
+    model = build_model(cfg, 21, 14)
+    with torch.no_grad():  # EOS can never win: the reading runs on until it is cut
+        model.generator.bias[EOS] = -1e4
+    sources = [row[:-1].tolist() for row in _pixels(2, 24, 64)]  # translate_ids adds EOS
+    for beam in (1, 2):
+        out = translate_ids(model, sources, str, beam_size=beam)
+        assert [len(t.tokens) for t in out] == [MAX_SYMBOLS] * 2  # cut: the EOS slot unused
+    assert model.max_output_tokens == MAX_SYMBOLS + 1
+    out = translate_ids(model, sources, str, max_len=4)  # a caller's cap still wins
+    assert [len(t.tokens) for t in out] == [3, 3]
 
 
 @pytest.mark.parametrize(

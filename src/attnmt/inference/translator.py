@@ -68,13 +68,16 @@ def translate_ids(
     `decode_text(ids) -> str` detokenizes; `progress` (a tqdm bar or None) is advanced by
     the number of sentences in each batch. The output keeps the input order. An output
     stops at `max_len_ratio` times its source length (plus 5) tokens, the EOS included, or
-    at `max_len` tokens when that is fewer (an image's source is thousands of pixels long).
+    at `max_len` tokens when that is fewer; `max_len` defaults to the model's
+    `max_output_tokens` (image models: an image's source is thousands of pixels long).
 
     Shapes:
         Translation.weights (and those of `nbest`): (T, S) RNN, (T, L, H, S) Transformer,
         T = len(tokens) + 1 and S = len(source) + 1 (the EOS on each side), padding cut off.
     """
     device = next(model.parameters()).device
+    if max_len is None:
+        max_len = model.max_output_tokens
     was_training = model.training
     model.eval()
     results: list[Translation | None] = [None] * len(sources)

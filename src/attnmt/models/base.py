@@ -89,10 +89,12 @@ class Seq2Seq(nn.Module):
     """The interface of every model in `attnmt.models` (an encoder–decoder).
 
     Subclasses implement `encode`, `init_state`, `step` and `forward`; `uses_attention` says
-    whether weights can ever be returned.
+    whether weights can ever be returned; `max_output_tokens` caps every output (EOS
+    included) whatever the source length, for models whose outputs are short by nature.
     """
 
     uses_attention: bool = True
+    max_output_tokens: int | None = None  # None: only the source length limits an output
 
     def encode(self, src: Tensor, src_mask: Tensor) -> BatchFirst:  # pragma: no cover
         """Encode a source batch once. Shapes: src, src_mask (B, S)."""

@@ -67,7 +67,7 @@ from torch import Tensor, nn
 
 from attnmt.data.vocab import EOS
 from attnmt.models.base import BatchFirst, ModelOutput, Seq2Seq, check_inputs
-from attnmt.models.vision import pixels_of
+from attnmt.models.vision import MAX_SYMBOLS, pixels_of
 
 NOT_EOS = -1e4  # after the label, every token but EOS scores this far below EOS
 
@@ -163,6 +163,7 @@ class Glimpses(Seq2Seq):
     """
 
     uses_attention = True
+    max_output_tokens = MAX_SYMBOLS + 1  # (the label and EOS are all it ever writes)
 
     def __init__(
         self,

@@ -34,6 +34,10 @@ FIRST_LEVEL_ID = 4  # the id of grey level 0 (after PAD UNK BOS EOS: attnmt.data
 LEVELS = 16  # the brightest grey level (the UCI digits' scale)
 DOWNSAMPLE = 4  # the encoder's two stride-2 convolutions: a grid cell steps 4x4 pixels
 POOL = (2, 8)  # ShowTell's regions (rows, columns): on a 24x64 canvas each is 12x8 pixels
+# Symbols read in one image before the reading is cut (the image tasks write at most 5).
+# An image's source is thousands of pixel tokens, so the translation models' length limit
+# (twice the source) would let an untrained model write ~3,000 tokens per canvas.
+MAX_SYMBOLS = 15
 
 
 def pixels_of(src: Tensor, height: int) -> Tensor:
@@ -153,6 +157,8 @@ class ShowAttendTell(RNNSearch):
         src (B, H·W + 1) pixel tokens; tgt_in (B, T) -> logits (B, T, V), weights (B, T, G)
     """
 
+    max_output_tokens = MAX_SYMBOLS + 1  # with the EOS
+
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, image_height: int, **kw):
         super().__init__(src_vocab_size, tgt_vocab_size, **kw)
         D = self.hidden_size
@@ -193,6 +199,8 @@ class ShowTell(RNNEncDec):
     Shapes:
         src (B, H·W + 1) pixel tokens; tgt_in (B, T) -> logits (B, T, V)
     """
+
+    max_output_tokens = MAX_SYMBOLS + 1  # with the EOS
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, image_height: int, **kw):
         super().__init__(src_vocab_size, tgt_vocab_size, **kw)

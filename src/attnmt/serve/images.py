@@ -27,11 +27,11 @@ from attnmt.inference import LoadedRun, Sentence, Translator
 from attnmt.inference.attention_maps import labels
 from attnmt.inference.translator import rounded_matrix
 from attnmt.inference.vision import glimpse_path, pixel_map, split_canvases
-from attnmt.models.vision import DOWNSAMPLE, grid_size
+from attnmt.models.vision import DOWNSAMPLE, MAX_SYMBOLS, grid_size
 from attnmt.serve.schemas import MAX_LEVEL, ImageExample, ImageInfo, ImageResult
 
 DIGITS = 5  # decimals of scores (weights: `rounded_matrix`)
-MAX_DIGITS = 15  # symbols read in one image before the reading is cut (the tasks write <= 5)
+MAX_DIGITS = MAX_SYMBOLS  # symbols read in one image before the reading is cut (tasks: <= 5)
 MAX_EXAMPLES = 32  # canvases per GET /api/examples
 SPLIT = "test"  # the split examples come from: never trained on, never chosen a checkpoint
 
