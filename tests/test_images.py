@@ -82,6 +82,15 @@ def test_show_tell_has_no_attention_and_reads_the_same_images():
     assert out.logits.shape == (2, 1, 14) and out.weights is None
 
 
+def test_the_glimpse_sensor_is_configured_from_the_model_section():
+    cfg = ModelConfig(name="glimpses", image_height=40, glimpse_patch=12, glimpse_scales=2)
+    model = build_model(cfg, 21, 14)
+    assert (model.patch, model.scales) == (12, 2)
+    assert model.what.in_features == 2 * 12 * 12  # K patches of P x P pixels
+    default = build_model(ModelConfig(name="glimpses", image_height=40), 21, 14)
+    assert (default.patch, default.scales) == (8, 3)  # Mnih's 3 scales; the published runs
+
+
 @pytest.mark.parametrize("name", ["show-attend-tell", "show-tell"])
 def test_an_untrained_image_model_stops_after_max_symbols(name):
     """Without a cap an image's 1,537 pixel tokens would allow 3,000+ output tokens; an
@@ -106,6 +115,8 @@ def test_an_untrained_image_model_stops_after_max_symbols(name):
         ({"corpus": "digits"}, {"name": "rnnsearch"}, "cannot read"),
         ({"corpus": "reverse"}, {"name": "show-tell"}, "cannot read"),
         ({"corpus": "cluttered"}, {"name": "glimpses", "image_height": 24}, "image_height=40"),
+        ({"corpus": "cluttered"}, {"name": "glimpses", "glimpse_patch": 0}, "glimpse_patch"),
+        ({"corpus": "cluttered"}, {"name": "glimpses", "glimpse_scales": -1}, "glimpse_scales"),
     ],
 )
 def test_image_configs_are_checked_at_load_time(data, model, needle):

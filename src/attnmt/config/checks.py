@@ -60,6 +60,8 @@ _POSITIVE = {
         "image_height",
         "glimpses",
         "location_std",
+        "glimpse_patch",
+        "glimpse_scales",
     ),
     "train": (
         "lr",

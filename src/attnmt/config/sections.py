@@ -103,9 +103,12 @@ class ModelConfig:
     # Image models: the height in pixels of the data's images (digits 24, cluttered 40).
     image_height: int = 24
     # "glimpses": glimpses per image, and the standard deviation of its Gaussian location
-    # policy (locations in [-1, 1]; Mnih et al. 2014 §4).
+    # policy (locations in [-1, 1]; Mnih et al. 2014 §4); the glimpse sensor's finest patch
+    # side in pixels and how many scales it reads (sides P, 2P, 4P..., each resized to P x P).
     glimpses: int = 6
     location_std: float = 0.15
+    glimpse_patch: int = 8
+    glimpse_scales: int = 3
     # Xu et al. 2015, for the attentional RNNs: a gating scalar on the context,
     # beta_t = sigmoid(f_beta(query)) (§4.2.1); and, for hard attention, the share of
     # training sentences whose sampled positions are replaced by their expectation, the

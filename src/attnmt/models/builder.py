@@ -101,6 +101,8 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
             image_height=cfg.image_height,
             hidden_size=D,
             glimpses=cfg.glimpses,
+            patch=cfg.glimpse_patch,
+            scales=cfg.glimpse_scales,
             location_std=cfg.location_std,
             dropout=cfg.dropout,
         )
