@@ -107,8 +107,7 @@ class RunDecoder:
                 self.loaded,
                 beam=beam,
                 need_weights=self.has_attention,
-                max_len=None if self.images is None else self.images.max_len,
-            )
+            )  # an image run's readings stop at its model's `max_output_tokens`
         return self._translators[beam]
 
     # --- what the run is -----------------------------------------------------------------

@@ -63,11 +63,6 @@ class ImageRun:
         self._canvases: list[Canvas] | None = None
         self._lock = threading.Lock()
 
-    @property
-    def max_len(self) -> int:
-        """The decoder steps of one reading, EOS included (`Translator(max_len=...)`)."""
-        return MAX_DIGITS + 1
-
     def info(self) -> ImageInfo:
         cfg = self.loaded.cfg
         grid = None
