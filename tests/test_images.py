@@ -89,6 +89,11 @@ def test_the_glimpse_sensor_is_configured_from_the_model_section():
     assert model.what.in_features == 2 * 12 * 12  # K patches of P x P pixels
     default = build_model(ModelConfig(name="glimpses", image_height=40), 21, 14)
     assert (default.patch, default.scales) == (8, 3)  # Mnih's 3 scales; the published runs
+    assert default.context == 0 and not hasattr(default, "where_core")
+    with_context = build_model(
+        ModelConfig(name="glimpses", image_height=40, glimpse_context=10), 21, 14
+    )
+    assert with_context.context_in.in_features == 10 * 10  # a 10x10 thumbnail
 
 
 @pytest.mark.parametrize("name", ["show-attend-tell", "show-tell"])
@@ -117,6 +122,7 @@ def test_an_untrained_image_model_stops_after_max_symbols(name):
         ({"corpus": "cluttered"}, {"name": "glimpses", "image_height": 24}, "image_height=40"),
         ({"corpus": "cluttered"}, {"name": "glimpses", "glimpse_patch": 0}, "glimpse_patch"),
         ({"corpus": "cluttered"}, {"name": "glimpses", "glimpse_scales": -1}, "glimpse_scales"),
+        ({"corpus": "cluttered"}, {"name": "glimpses", "glimpse_context": -1}, "glimpse_context"),
     ],
 )
 def test_image_configs_are_checked_at_load_time(data, model, needle):

@@ -75,6 +75,7 @@ _POSITIVE = {
 }
 _NON_NEGATIVE = {
     "data": {"max_words": "keep all"},
+    "model": {"glimpse_context": "no context network"},
     "train": {
         "max_steps": "no limit",
         "max_minutes": "no limit",

@@ -109,6 +109,10 @@ class ModelConfig:
     location_std: float = 0.15
     glimpse_patch: int = 8
     glimpse_scales: int = 3
+    # "glimpses": a context network (Ba et al. 2015) reads the image averaged down to
+    # C x C pixels, chooses the first glimpse and starts a separate "where" layer; 0: none
+    # (the first glimpse at the centre, the location read off the core's state).
+    glimpse_context: int = 0
     # Xu et al. 2015, for the attentional RNNs: a gating scalar on the context,
     # beta_t = sigmoid(f_beta(query)) (§4.2.1); and, for hard attention, the share of
     # training sentences whose sampled positions are replaced by their expectation, the

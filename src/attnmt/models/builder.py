@@ -105,6 +105,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
             scales=cfg.glimpse_scales,
             location_std=cfg.location_std,
             dropout=cfg.dropout,
+            context=cfg.glimpse_context,
         )
     if cfg.share_embeddings and src_vocab_size != tgt_vocab_size:
         raise ConfigError(

@@ -15,6 +15,17 @@ Per glimpse n = 1..N (Mnih §3 "The Recurrent Attention Model", §4 "Experiments
     b_n = W_b h_n                         baseline: b_n ≈ E[R | h_n] (§3 "learned baseline")
     y ~ softmax(W_y h_N)                  action network f_a: the label, after glimpse N
 
+With a context network (`context` = C > 0; Ba et al. 2015, "Multiple Object Recognition
+with Visual Attention", §3 "context network" and the two-layer core of their Fig. 1), the
+"where" has its own recurrent layer, started from a coarse view of the whole image:
+
+    c = ReLU(W_c1 thumb_C(x))             the image averaged down to C x C
+    r_0 = tanh(W_c2 c)                    context network: the "where" state's start
+    l_1 ~ N(tanh(W_μ r_0), σ² I)          the first location is an action too
+    h_n = GRU(h_{n-1}, g_n)               the "what" layer, as above (it classifies)
+    r_n = GRU'(r_{n-1}, h_n)              the "where" layer (h_n detached)
+    l_{n+1} ~ N(tanh(W_μ r_n), σ² I),  b_n = W_b r_n
+
 Choices, where Mnih et al. leave room or where attnmt needs one:
 
 - Coordinates: a location is (row, col) in [-1, 1]², (-1, -1) the top-left corner of the
@@ -22,9 +33,10 @@ Choices, where Mnih et al. leave room or where attnmt needs one:
   `grid_sample` with `align_corners=False` reads them).
 - Core network: a `GRUCell` (Mnih's classification experiments use a rectifier RNN,
   h_n = ReLU(Linear(h_{n-1}) + Linear(g_n)); their dynamic environments an LSTM).
-- First location: l_1 = (0, 0), the centre, fixed: it is no action and has no
-  log-probability. The policy acts N - 1 times (l_2..l_N from h_1..h_{N-1}); μ_N is never
-  needed, h_N only classifies.
+- First location: without a context network l_1 = (0, 0), the centre, fixed: it is no
+  action and has no log-probability, and the policy acts N - 1 times (l_2..l_N from
+  h_1..h_{N-1}). With one, the policy acts N times (l_1 from r_0, l_{n+1} from r_n).
+  μ_N is never needed: h_N only classifies.
 - Location policy: μ_n = tanh(·) keeps the mean on the image; σ = `location_std` is fixed.
   In training l_{n+1} is sampled, then clamped to [-1, 1] before the sensor reads it; the
   log-probability is the Gaussian density of the sample *before* the clamp (the clamp is
@@ -35,8 +47,15 @@ Choices, where Mnih et al. leave room or where attnmt needs one:
   baseline networks read h_n detached. So the cross-entropy trains the glimpse, core and
   action networks and never the location network; -Σ_n (R - b_n) log π(l_{n+1} | h_n)
   trains only the location network; Σ_n (b_n - R)² only the baseline. b_n is paired with
-  the action l_{n+1} it precedes. The loss side is `attnmt.training.losses` (reward 1 for
-  the right label, `train.reinforce_reward: correct`).
+  the action l_{n+1} it precedes. With a context network the same split holds with a
+  deeper "where": REINFORCE trains W_μ, the "where" GRU and the context network (the
+  location mean reads r_n *not* detached, r_n reads h_n detached), the cross-entropy
+  trains the "what" side only, and b_n reads r_n detached. Ba et al. keep the classifier
+  off the context for the same reason: the label should come from the glimpses. (It can
+  still leak through l: the glimpse network reads the location, so a policy may learn to
+  *say* what its thumbnail saw by where it looks; the thumbnail should be too coarse to
+  name the label.) The loss side is `attnmt.training.losses` (reward 1 for the right
+  label, `train.reinforce_reward: correct`).
 - The sensor is not differentiated w.r.t. l (the locations it reads are detached).
 
 Decoding, as every attnmt model: the target is the label then EOS (tgt_in = [BOS, label],
@@ -116,14 +135,15 @@ class GlimpseMemory(BatchFirst):
     Fields:
         logits0: the action network's scores of the label (decoder step 0).
         locations: l_1..l_N as the sensor read them (clamped in training), (row, col).
-        log_prob: log π(l_{n+1} | h_n) of the N - 1 sampled locations (before the clamp),
+        log_prob: log π(l | ·) of the sampled locations (before the clamp),
             train mode only; else None.
         baseline: b_n, the learned baseline paired with each sampled location (from h_n,
             before the action), train mode only; else None.
         width: the image width W (shared by every row).
 
     Shapes:
-        logits0 (B, V); locations (B, N, 2) in [-1, 1]; log_prob, baseline (B, N - 1)
+        logits0 (B, V); locations (B, N, 2) in [-1, 1]; log_prob, baseline (B, A): A the
+        actions, N - 1 (N with a context network)
     """
 
     logits0: Tensor
@@ -156,10 +176,13 @@ class Glimpses(Seq2Seq):
         scales: K, patches of sides P, 2P, ..., 2^(K-1)·P per glimpse.
         location_std: σ of the Gaussian location policy (locations in [-1, 1]).
         dropout: on g_n before the core network and on h_N before the action network.
+        context: C, the side of the thumbnail a context network reads to choose l_1 and to
+            start a separate "where" layer (Ba et al. 2015); 0: none (l_1 the centre).
 
     Shapes:
         src, src_mask (B, H·W + 1); tgt_in (B, T) -> logits (B, T, V), weights
-        (B, T, H·W), attn_log_prob and reward_baseline (B, N - 1) in train mode
+        (B, T, H·W), attn_log_prob and reward_baseline (B, A) in train mode (A = N - 1,
+        or N with a context network)
     """
 
     uses_attention = True
@@ -177,6 +200,7 @@ class Glimpses(Seq2Seq):
         scales: int = 3,
         location_std: float = 0.15,
         dropout: float = 0.0,
+        context: int = 0,
     ) -> None:
         super().__init__()
         if min(image_height, hidden_size, glimpses, patch, scales) < 1:
@@ -184,6 +208,8 @@ class Glimpses(Seq2Seq):
                 "image_height, hidden_size, glimpses, patch and scales must be >= 1, got "
                 f"{image_height}, {hidden_size}, {glimpses}, {patch}, {scales}"
             )
+        if context < 0:
+            raise ValueError(f"context must be >= 0 (0: no context network), got {context}")
         if not location_std > 0:
             raise ValueError(f"location_std must be > 0, got {location_std!r}")
         if tgt_vocab_size <= EOS:
@@ -199,6 +225,11 @@ class Glimpses(Seq2Seq):
         self.locate = nn.Linear(D, 2)  # W_μ: μ = tanh(W_μ h), f_l
         self.baseline = nn.Linear(D, 1)  # W_b: b = W_b h
         self.classify = nn.Linear(D, tgt_vocab_size)  # W_y: f_a
+        self.context = context
+        if context:  # Ba et al. 2015: r_0 = tanh(W_c2 ReLU(W_c1 thumb(x))), r_n = GRU'(...)
+            self.context_in = nn.Linear(context * context, D)  # W_c1
+            self.context_out = nn.Linear(D, D)  # W_c2
+            self.where_core = nn.GRUCell(D, D)  # the "where" layer
         self.dropout = nn.Dropout(dropout)
         eos_row = torch.full((tgt_vocab_size,), NOT_EOS)
         eos_row[EOS] = 0.0
@@ -248,11 +279,24 @@ class Glimpses(Seq2Seq):
 
     def location_mean(self, hidden: Tensor) -> Tensor:
         """μ_n = tanh(W_μ h_n), h_n detached: only REINFORCE trains the location network.
+        (With a context network the caller passes r_n, whose graph REINFORCE does train.)
 
         Shapes:
             hidden (B, D) -> (B, 2), float32
         """
-        return torch.tanh(self.locate(hidden.detach()).float())
+        if not self.context:
+            hidden = hidden.detach()
+        return torch.tanh(self.locate(hidden).float())
+
+    def context_state(self, images: Tensor) -> Tensor:
+        """r_0 = tanh(W_c2 ReLU(W_c1 thumb_C(x))): the context network (Ba et al. 2015 §3)
+        reads the image averaged down to C x C pixels.
+
+        Shapes:
+            images (B, 1, H, W) -> (B, D)
+        """
+        thumb = F.adaptive_avg_pool2d(images, self.context).flatten(1)  # (B, C²)
+        return torch.tanh(self.context_out(F.relu(self.context_in(thumb))))  # (B, D)
 
     def expected_reward(self, hidden: Tensor) -> Tensor:
         """b_n = W_b h_n, h_n detached: only the squared error (b_n - R)² trains it.
@@ -271,35 +315,41 @@ class Glimpses(Seq2Seq):
 
         Shapes:
             src, src_mask (B, H·W + 1) -> GlimpseMemory(logits0 (B, V), locations
-            (B, N, 2), log_prob and baseline (B, N - 1) in train mode)
+            (B, N, 2), log_prob and baseline (B, A) in train mode)
         """
         check_inputs(src, src_mask)
         images = pixels_of(src, self.image_height)  # (B, 1, H, W)
         batch = images.shape[0]
         hidden = images.new_zeros(batch, self.core.hidden_size)  # h_0: (B, D)
-        location = images.new_zeros(batch, 2)  # l_1: the centre, fixed
-        locations, log_probs, baselines = [location], [], []
+        locations, log_probs, baselines = [], [], []
+
+        def act(policy_state: Tensor) -> Tensor:
+            """The next location from h_n (or r_n): sampled in training, μ in eval."""
+            mean = self.location_mean(policy_state)  # μ_n: (B, 2)
+            if not self.training:
+                return mean.detach()  # the policy's mean: deterministic
+            sample = (mean + self.location_std * torch.randn_like(mean)).detach()
+            log_probs.append(location_log_prob(sample, mean, self.location_std))  # (B,)
+            baselines.append(self.expected_reward(policy_state))  # b_n: (B,)
+            return sample.clamp(-1.0, 1.0)  # l_{n+1} ~ N(μ_n, σ²), clamped: (B, 2)
+
+        where = self.context_state(images) if self.context else None  # r_0: (B, D)
+        location = act(where) if self.context else images.new_zeros(batch, 2)  # l_1
         for n in range(1, self.glimpses + 1):
+            locations.append(location)
             g = self.glimpse_net(images, location)  # g_n: (B, D)
             hidden = self.core(self.dropout(g), hidden)  # h_n: (B, D)
             if n == self.glimpses:
                 break  # h_N classifies; no l_{N+1}
-            mean = self.location_mean(hidden)  # μ_n: (B, 2)
-            if self.training:
-                noise = self.location_std * torch.randn_like(mean)
-                sample = (mean + noise).detach()  # l_{n+1} ~ N(μ_n, σ²): (B, 2)
-                log_probs.append(location_log_prob(sample, mean, self.location_std))  # (B,)
-                baselines.append(self.expected_reward(hidden))  # b_n: (B,)
-                location = sample.clamp(-1.0, 1.0)
-            else:
-                location = mean.detach()  # the policy's mean: deterministic
-            locations.append(location)
+            if where is not None:
+                where = self.where_core(hidden.detach(), where)  # r_n: (B, D)
+            location = act(hidden if where is None else where)  # l_{n+1}: (B, 2)
         logits0 = self.classify(self.dropout(hidden))  # f_a(h_N): (B, V)
         log_prob = baseline = None
         if self.training:
-            empty = images.new_zeros(batch, 0)  # N = 1: no action taken
-            log_prob = torch.stack(log_probs, dim=1) if log_probs else empty  # (B, N - 1)
-            baseline = torch.stack(baselines, dim=1) if baselines else empty  # (B, N - 1)
+            empty = images.new_zeros(batch, 0)  # N = 1 and no context: no action taken
+            log_prob = torch.stack(log_probs, dim=1) if log_probs else empty  # (B, A)
+            baseline = torch.stack(baselines, dim=1) if baselines else empty  # (B, A)
         return GlimpseMemory(
             logits0=logits0,
             locations=torch.stack(locations, dim=1),  # (B, N, 2)
@@ -339,7 +389,7 @@ class Glimpses(Seq2Seq):
 
         Shapes:
             src, src_mask (B, H·W + 1); tgt_in (B, T) -> logits (B, T, V), weights
-            (B, T, H·W), attn_log_prob and reward_baseline (B, N - 1) in train mode
+            (B, T, H·W), attn_log_prob and reward_baseline (B, A) in train mode
         """
         check_inputs(src, src_mask, tgt_in)
         memory = self.encode(src, src_mask)
