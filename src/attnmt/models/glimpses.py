@@ -138,7 +138,7 @@ class GlimpseMemory(BatchFirst):
         log_prob: log π(l | ·) of the sampled locations (before the clamp),
             train mode only; else None.
         baseline: b_n, the learned baseline paired with each sampled location (from h_n,
-            before the action), train mode only; else None.
+            or r_n with a context network, before the action), train mode only; else None.
         width: the image width W (shared by every row).
 
     Shapes:
