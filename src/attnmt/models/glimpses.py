@@ -277,16 +277,14 @@ class Glimpses(Seq2Seq):
         h_l = F.relu(self.where(location.to(h_g.dtype)))  # "where": (B, D)
         return F.relu(self.join_what(h_g) + self.join_where(h_l))  # (B, D)
 
-    def location_mean(self, hidden: Tensor) -> Tensor:
-        """μ_n = tanh(W_μ h_n), h_n detached: only REINFORCE trains the location network.
-        (With a context network the caller passes r_n, whose graph REINFORCE does train.)
+    def location_mean(self, state: Tensor) -> Tensor:
+        """μ_n = tanh(W_μ state): `encode` passes h_n detached (only REINFORCE trains the
+        location network), or, with a context network, r_n, whose graph REINFORCE trains.
 
         Shapes:
-            hidden (B, D) -> (B, 2), float32
+            state (B, D) -> (B, 2), float32
         """
-        if not self.context:
-            hidden = hidden.detach()
-        return torch.tanh(self.locate(hidden).float())
+        return torch.tanh(self.locate(state).float())
 
     def context_state(self, images: Tensor) -> Tensor:
         """r_0 = tanh(W_c2 ReLU(W_c1 thumb_C(x))): the context network (Ba et al. 2015 §3)
@@ -343,7 +341,7 @@ class Glimpses(Seq2Seq):
                 break  # h_N classifies; no l_{N+1}
             if where is not None:
                 where = self.where_core(hidden.detach(), where)  # r_n: (B, D)
-            location = act(hidden if where is None else where)  # l_{n+1}: (B, 2)
+            location = act(hidden.detach() if where is None else where)  # l_{n+1}: (B, 2)
         logits0 = self.classify(self.dropout(hidden))  # f_a(h_N): (B, V)
         log_prob = baseline = None
         if self.training:
