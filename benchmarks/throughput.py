@@ -24,7 +24,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from attnmt.config import load_config
 from attnmt.data import TokenBatcher, prepare
-from attnmt.devices import choose_precision
+from attnmt.devices import choose_precision, pick_device
 from attnmt.models import build_model
 from attnmt.training.distributed import Context
 from attnmt.training.losses import batch_loss
@@ -38,7 +38,8 @@ class Trainer:
         self.cfg = cfg = load_config(config, list(overrides or []))
         seed_everything(cfg.train.seed)
         data = prepare(cfg.data)
-        self.precision = choose_precision(cfg.train.precision, torch.device("cpu"), cfg.model.name)
+        device = pick_device("cpu")  # denormals flushed, malloc tuned, as `attnmt train`
+        self.precision = choose_precision(cfg.train.precision, device, cfg.model.name)
         self.model = build_model(cfg.model, data.vocab.src_vocab_size, data.vocab.tgt_vocab_size)
         self.model.train()
         self.optimizer = build_optimizer(cfg, self.model)

@@ -3,11 +3,13 @@ AVX512-BF16 or AVX2 only, present or not. The defaults must never assume the bui
 
 from __future__ import annotations
 
+import platform
+
 import pytest
 import torch
 
 from attnmt import devices
-from attnmt.devices import choose_precision, native_bf16, pick_device
+from attnmt.devices import choose_precision, keep_freed_memory, native_bf16, pick_device
 from attnmt.errors import UserError
 
 CPU = torch.device("cpu")
@@ -141,3 +143,32 @@ def test_the_cpu_device_flushes_subnormal_floats():
             assert (tiny * 1.0)[0] == 0 and (tiny * 1.0)[1] == 1.0
     finally:
         torch.set_flush_denormal(False)
+
+
+def _page_faults_of_a_step() -> int:
+    """Minor page faults of a step-like pattern: small blocks, then a 64 MiB one, all freed."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    small = [torch.empty(16_000) for _ in range(100)]  # 64 KB each: below mmap's threshold
+    torch.empty(16 * 2**20).fill_(1.0)  # 64 MiB: 16,384 pages of 4 KiB
+    del small
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_freed_memory_is_kept_for_the_next_step(monkeypatch):
+    monkeypatch.delenv("ATTNMT_MALLOC_TOP_PAD", raising=False)
+    assert keep_freed_memory()
+    # By default every step's 64 MiB block is a fresh mmap that faults on each of its
+    # pages (16,384 every step); once the heap has grown, the kept top serves it.
+    faults = [_page_faults_of_a_step() for _ in range(8)]
+    assert max(faults[-2:]) < 1_000, faults
+
+
+def test_the_malloc_setting_can_be_switched_off_and_is_checked(monkeypatch):
+    monkeypatch.setenv("ATTNMT_MALLOC_TOP_PAD", "0")
+    assert not keep_freed_memory()
+    monkeypatch.setenv("ATTNMT_MALLOC_TOP_PAD", "lots")
+    with pytest.raises(UserError, match="ATTNMT_MALLOC_TOP_PAD must be a number of bytes"):
+        keep_freed_memory()
