@@ -391,6 +391,7 @@ class Bench:
         test = (split / "test.src").read_text(encoding="utf-8").splitlines()
         count = 6 if self.smoke else self.args.decode_sentences
         beams = (1, 5)
+        self.joey()  # JoeyNMT decodes its models of the earlier groups, this group alone too
         # RNNsearch: the models of the quality group, the whole test book.
         rnn = self.work / "attnmt-rnnsearch"
         joey_rnn = self.work / "joey-rnnsearch-model"

@@ -228,3 +228,24 @@ def test_beam_weights_are_those_of_forced_decoding_of_each_hypothesis(name):
         # hypotheses ended early (their weights were taken from the beam mid-search).
         assert any(_differ(a, b) for i, a in enumerate(hyps) for b in hyps[i + 1 :])
         assert min(len(h.tokens) for h in hyps) < 7
+
+
+@pytest.mark.parametrize("name", list(RANDOM_MODELS))
+def test_beam_search_of_a_batch_finds_what_each_sentence_alone_finds(name):
+    """Sentences leave the batch as they finish: those that go on are not disturbed."""
+    model = _random_model(name)
+    sources = [[4], [9, 10, 4], [4, 5, 6, 7, 8, 9]]  # length limits 7, 9 and 12 steps
+    src, mask = pad_batch([[*s, EOS] for s in sources], torch.device("cpu"))
+    options = {"beam_size": 3, "n_best": 3, "max_len_ratio": 1.0, "need_weights": True}
+    together = beam_search(model, src, mask, **options)
+    for i, source in enumerate(sources):
+        alone_src, alone_mask = pad_batch([[*source, EOS]], torch.device("cpu"))
+        (alone,) = beam_search(model, alone_src, alone_mask, **options)
+        assert [h.tokens for h in together[i]] == [h.tokens for h in alone]
+        for a, b in zip(together[i], alone, strict=True):
+            assert a.score == pytest.approx(b.score, abs=1e-5)
+            width = len(source) + 1
+            torch.testing.assert_close(a.weights[..., :width], b.weights, atol=1e-5, rtol=0)
+    # Not vacuous: the sentences finish at different steps, so the batch shrinks mid-search.
+    longest = [max(len(h.tokens) for h in hyps) for hyps in together]
+    assert len(set(longest)) > 1, longest

@@ -157,24 +157,29 @@ def beam_search(
     history = torch.empty(batch * k, 0, dtype=torch.long, device=device)  # (B*K, t)
     weight_history: Tensor | None = None  # (B*K, t, ...)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    # A sentence leaves the batch as soon as it is done: the tensors below hold the n
+    # sentences still searching, `ids` says which (the decoder no longer steps the beams
+    # of finished sentences; RNNsearch beam 5 on the test book: benchmarks/README.md).
+    ids = list(range(batch))
     for step in range(int(limits.max())):
+        n = len(ids)
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
         vocab = logits.size(-1)
-        log_probs = torch.log_softmax(logits.float(), dim=-1).view(batch, k, vocab)
+        log_probs = torch.log_softmax(logits.float(), dim=-1).view(n, k, vocab)
         log_probs[..., NEVER_EMITTED] = float("-inf")  # not words: never output
-        at_limit = step >= limits - 1  # (B,)
-        # At a sentence's length limit only EOS may follow.
-        forced = torch.full_like(log_probs, float("-inf"))
-        forced[..., EOS] = log_probs[..., EOS]
-        log_probs = torch.where(at_limit[:, None, None], forced, log_probs)
-        candidates = (beam_scores[:, :, None] + log_probs).view(batch, k * vocab)
+        at_limit = step >= limits - 1  # (n,)
+        limit_at = at_limit.tolist()
+        if any(limit_at):  # at a sentence's length limit only EOS may follow
+            eos = log_probs[at_limit, :, EOS]  # (limited, K)
+            log_probs[at_limit] = float("-inf")
+            log_probs[at_limit, :, EOS] = eos
+        candidates = (beam_scores[:, :, None] + log_probs).view(n, k * vocab)
         # Take 2K so that K live beams survive even if K candidates end in EOS.
-        top_scores, top_index = candidates.topk(2 * k, dim=1)  # (B, 2K)
+        top_scores, top_index = candidates.topk(2 * k, dim=1)  # (n, 2K)
         origin = top_index // vocab  # beam each candidate extends
         token = top_index % vocab
         if need_weights:
-            step_weights = step_weights.float()[:, None]  # (B*K, 1, ...)
+            step_weights = step_weights.float()[:, None]  # (n*K, 1, ...)
             weight_history = (
                 step_weights
                 if weight_history is None
@@ -184,14 +189,11 @@ def beam_search(
         # the tensors once per step (each element read from a tensor costs microseconds,
         # thousands a step; RNNsearch beam 5 on 80 verses: 5-18% faster, same hypotheses).
         scores_at, origin_at, token_at = top_scores.tolist(), origin.tolist(), token.tolist()
-        limit_at, done_at = at_limit.tolist(), done.tolist()
-        new_scores = [[float("-inf")] * k for _ in range(batch)]
-        # Rows of finished sentences point at their own first beam (ignored from now on).
-        new_rows = [[b * k] * k for b in range(batch)]
-        new_tokens = [[EOS] * k for _ in range(batch)]
-        for b in range(batch):
-            if done_at[b]:
-                continue
+        new_scores, new_rows, new_tokens = [], [], []  # of the sentences that go on
+        keep = []  # their positions among the n
+        for b in range(n):
+            done = finished[ids[b]]
+            scores, rows, tokens = [float("-inf")] * k, [b * k] * k, [EOS] * k
             live = 0
             for j in range(2 * k):
                 score = scores_at[b][j]
@@ -199,19 +201,20 @@ def beam_search(
                     break
                 row = b * k + origin_at[b][j]
                 if token_at[b][j] == EOS:
-                    if len(finished[b]) < k:
-                        finished[b].append(_finish(history[row], score, weight_history, row, alpha))
+                    if len(done) < k:
+                        done.append(_finish(history[row], score, weight_history, row, alpha))
                 elif live < k:
-                    new_scores[b][live] = score
-                    new_rows[b][live] = row
-                    new_tokens[b][live] = token_at[b][j]
+                    scores[live], rows[live], tokens[live] = score, row, token_at[b][j]
                     live += 1
-                if len(finished[b]) >= k or live >= k:
+                if len(done) >= k or live >= k:
                     break
-            if len(finished[b]) >= k or limit_at[b] or live == 0:
-                done_at[b] = True
-        done = torch.tensor(done_at, dtype=torch.bool, device=device)
-        if bool(done.all()):
+            if len(done) >= k or limit_at[b] or live == 0:
+                continue  # this sentence is done
+            keep.append(b)
+            new_scores.append(scores)
+            new_rows.append(rows)
+            new_tokens.append(tokens)
+        if not keep:
             break
         rows = torch.tensor(new_rows, dtype=torch.long, device=device).view(-1)
         prev = torch.tensor(new_tokens, dtype=torch.long, device=device).view(-1)
@@ -220,7 +223,11 @@ def beam_search(
             weight_history = weight_history[rows]
         state = state.select(rows)
         beam_scores = torch.tensor(new_scores, device=device)
-        beam_scores = beam_scores.masked_fill(done[:, None], float("-inf"))
+        if len(keep) < n:  # the memory's rows of the sentences that go on
+            kept = torch.tensor(keep, dtype=torch.long, device=device)
+            memory = memory.select((kept[:, None] * k + torch.arange(k, device=device)).view(-1))
+            limits = limits[kept]
+            ids = [ids[b] for b in keep]
     results = []
     for b in range(batch):
         hyps = sorted(finished[b], key=lambda h: h.score, reverse=True)
