@@ -325,3 +325,19 @@ def test_builder_from_loaded_config():
         load_config(None, ["model.hard_eval=maybe"])
     model = build_model(dataclasses.replace(cfg.model, embed_size=8), V, V)
     assert model.hard_eval == "soft"
+
+
+def test_builder_uniform_init_replaces_the_papers_start():
+    paper = make_model({"name": "rnnsearch"})
+    uniform = make_model({"name": "rnnsearch", "init": "uniform"})
+    weights = dict(uniform.named_parameters())
+    assert all(p.abs().max() <= 0.1 for p in weights.values())
+    # Bahdanau's start: zero biases and N(0, 0.01²); uniform: biases drawn, wider weights.
+    assert paper.generator.bias.abs().sum() == 0 < uniform.generator.bias.abs().sum()
+    assert uniform.generator.weight.std() > 5 * paper.generator.weight.std()
+    assert not uniform.tgt_embed.weight[0].any()  # the PAD row stays zero
+
+
+def test_uniform_init_is_refused_where_normalisation_layers_would_break():
+    with pytest.raises(ConfigError, match="uniform is for the recurrent text models"):
+        make_model({"name": "transformer", "init": "uniform"})

@@ -157,6 +157,10 @@ def _check_fields(cfg: Any, section: str) -> None:
             refuse(name, "in [0, 1)")
 
 
+# The models `model.init: uniform` applies to: no normalisation layers to break.
+UNIFORM_INIT_MODELS = ("rnnencdec", "rnnsearch", "luong")
+
+
 def check_model(cfg: ModelConfig) -> None:
     """Names, sizes and combinations of a model config; `ConfigError` naming the key."""
     # Lazy on purpose: loading a config (`attnmt data list`, `--help`) stays free of
@@ -175,6 +179,12 @@ def check_model(cfg: ModelConfig) -> None:
         raise ConfigError(
             f"model.mode='hard' works with {' and '.join(ATTENTIONAL_RNNS)}, not "
             f"model.name={cfg.name!r}; use model.mode=soft"
+        )
+    if cfg.init == "uniform" and cfg.name not in UNIFORM_INIT_MODELS:
+        raise ConfigError(
+            f"model.init=uniform is for the recurrent text models "
+            f"({', '.join(UNIFORM_INIT_MODELS)}); model.name={cfg.name!r} has normalisation "
+            "layers whose gains must start at 1: use model.init=paper"
         )
     if cfg.context_gate and cfg.name not in ATTENTIONAL_RNNS:
         raise ConfigError(

@@ -119,6 +119,12 @@ class ModelConfig:
     # soft context (§4.1; Xu et al. used 0.5). docs/attention.md.
     context_gate: bool = False
     hard_expectation: float = 0.0
+    # How the weights start: "paper", each model's own paper (RNNsearch and RNNencdec:
+    # Bahdanau's N(0, 0.01²) and orthogonal recurrent matrices; Luong: U(-0.1, 0.1); the
+    # Transformer and the image models: Xavier), or "uniform", U(-0.1, 0.1) for every
+    # parameter (Luong et al. 2015 §4.1, JoeyNMT's RNN default). On the Bible corpus
+    # RNNsearch learns far faster per step from "uniform" (docs/training.md).
+    init: Literal["paper", "uniform"] = "paper"
 
 
 @dataclass

@@ -15,6 +15,7 @@ from attnmt.config import KEY_WIDTHS, MODELS, ModelConfig, attention_options, ch
 from attnmt.errors import ConfigError
 from attnmt.models.base import Seq2Seq
 from attnmt.models.glimpses import Glimpses
+from attnmt.models.layers import init_uniform
 from attnmt.models.luong import LuongNMT
 from attnmt.models.rnn import RNNEncDec
 from attnmt.models.rnnsearch import RNNSearch
@@ -50,10 +51,21 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     - show-tell: `ShowTell`, the same CNN and a decoder without attention.
     - glimpses: `Glimpses` (Mnih et al. 2014), `glimpses` glimpses per image.
 
+    `model.init: uniform` then draws every parameter from U(-0.1, 0.1) instead of the
+    paper's initialisation (`init_uniform`: the PAD embedding rows stay zero and the
+    documented starts such as cosine's beta are kept).
+
     Raises:
         ConfigError: an unknown name or an impossible combination (message names the key
             and the valid options).
     """
+    model = _build(cfg, src_vocab_size, tgt_vocab_size)
+    if cfg.init == "uniform":  # instead of the paper's start (model.init)
+        init_uniform(model)
+    return model
+
+
+def _build(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
     for label, size in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size)):
         if size < 4:
             raise ValueError(f"{label} must hold at least the 4 special tokens, got {size}")
