@@ -88,13 +88,14 @@ def keep_freed_memory(pad: int = TOP_PAD_BYTES) -> bool:
     By default glibc returns freed memory at the heap's top to the kernel and serves large
     blocks with fresh `mmap`s, so every training step's large tensors (logits, their
     gradients, the activations autograd keeps) are new pages that fault in and are zeroed
-    by the kernel: 1.97 million page faults over 45 RNNsearch steps at 2,048 tokens. With
-    1 GiB kept at the top (`mallopt(M_TOP_PAD)`, the heap's top chunk then serves those
-    blocks), 0.28 million, and the step ran 1.09-1.23x faster (Intel Xeon with AMX, 2
-    threads, 2026-11-25; benchmarks/README.md). The memory is reused by this process, not
-    held twice: resident size grew 5% (1,269 -> 1,332 MiB). `ATTNMT_MALLOC_TOP_PAD=0` in
-    the environment leaves malloc as it is. Every command that runs a model on the CPU sets
-    it (`pick_device`)."""
+    by the kernel: 1.9 million page faults over 45 RNNsearch steps at 2,048 tokens, 0.3
+    million with 2 GiB kept at the top (`mallopt(M_TOP_PAD)`; the heap's top chunk then
+    serves those blocks). Tokens/s, three runs each way alternating (Intel Xeon with AMX,
+    2 threads, 2026-11-25; benchmarks/README.md): RNNsearch 1.08x, the Transformer (bf16)
+    1.17x. The memory is reused by this process, not held twice: resident size grew 5-15%.
+    `ATTNMT_MALLOC_TOP_PAD=0` in the environment leaves malloc as it is (a number sets
+    another amount in bytes). Every command that runs a model on the CPU sets it
+    (`pick_device`)."""
     setting = os.environ.get("ATTNMT_MALLOC_TOP_PAD")
     if setting is not None:
         if not setting.isdigit():
