@@ -119,3 +119,27 @@ def test_scaled_dot_product_fully_masked_rows_are_zero_not_nan():
     explicit = AF.scaled_dot_product(query, key, value, causal=True, need_weights=True)
     torch.testing.assert_close(causal.context, explicit.context)
     assert (explicit.weights[0].triu(1) == 0).all()
+
+
+def _sdpa_ops(query, key, value, mask):
+    """The ATen operators one fused-attention call ran (forward)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        context = AF.scaled_dot_product(query, key, value, mask).context
+    return context, {e.key for e in prof.key_averages()}
+
+
+@pytest.mark.parametrize(("keys", "path"), [(32, "math"), (256, "flash")])
+def test_bf16_on_the_cpu_takes_the_math_path_for_short_keys(keys, path):
+    """bf16 short sequences: the math path (measured faster there), same values."""
+    torch.manual_seed(0)
+    query, key, value = (torch.randn(2, 4, n, 16) for n in (8, keys, keys))
+    mask = torch.ones(2, 1, 1, keys, dtype=torch.bool)
+    mask[0, ..., keys // 2 :] = False
+    want = AF.scaled_dot_product(query, key, value, mask).context  # fp32: the fused kernel
+    low = [t.to(torch.bfloat16) for t in (query, key, value)]
+    context, ops = _sdpa_ops(*low, mask)
+    torch.testing.assert_close(context.float(), want, atol=0.05, rtol=0.05)
+    math_ran = "aten::_scaled_dot_product_attention_math" in ops
+    assert math_ran == (path == "math"), sorted(o for o in ops if "scaled" in o)
