@@ -100,7 +100,8 @@ class RecurrentEncoder(nn.Module):
         packed = pack_padded_sequence(
             embedded, lengths.cpu(), batch_first=True, enforce_sorted=False
         )
-        outputs, (final_h, final_c) = self.rnn(packed)  # final: (L · dirs, B, D) each
+        outputs, final = self.rnn(packed)  # final: (L · dirs, B, D), with cells for an LSTM
+        final_h, final_c = final if self.cell == "lstm" else (final, None)
         annotations, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src_len)
         return EncoderOutput(annotations=annotations, final_h=final_h, final_c=final_c)
 
