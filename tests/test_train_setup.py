@@ -70,3 +70,30 @@ def test_bf16_where_it_is_emulated_trains_but_warns_once(tmp_path, cache, capsys
     assert err.count("warning: train.precision is bf16 but the CPU has no AMX") == 1
     assert "set train.precision=auto or fp32" in err
     assert load_checkpoint(tmp_path / "run").state["hardware"]["precision"] == "bf16"
+
+
+@pytest.mark.parametrize("kind", ["adam", "adamw"])
+def test_the_optimizer_is_fused_and_steps_as_the_unfused_one(tmp_path, cache, kind):
+    import torch
+
+    from attnmt.training.run import build_optimizer
+
+    cfg = load_config(None, [*TINY, f"train.optimizer={kind}", "train.weight_decay=0.01"])
+    torch.manual_seed(0)
+    fused_model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))
+    plain_model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))
+    plain_model.load_state_dict(fused_model.state_dict())
+    before = fused_model[0].weight.detach().clone()
+    fused = build_optimizer(cfg, fused_model)
+    assert fused.defaults["fused"] is True
+    plain_kind = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
+    plain = plain_kind(plain_model.parameters(), lr=cfg.train.lr, weight_decay=0.01)
+    x = torch.randn(16, 5)
+    for _ in range(5):
+        for model, opt in ((fused_model, fused), (plain_model, plain)):
+            opt.zero_grad()
+            model(x).pow(2).sum().backward()
+            opt.step()
+    for a, b in zip(fused_model.parameters(), plain_model.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert (fused_model[0].weight - before).abs().max() > 1e-3  # it did step
