@@ -1,0 +1,90 @@
+"""RNNsearch's fused decoder loop (`attnmt.models.fused`) computes what the module path
+(`_recur` at every step, through autograd) computes: outputs, weights and every gradient."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnmt.config import load_config
+from attnmt.models import build_model
+from attnmt.models.rnnsearch import RNNSearch
+
+
+def _model(overrides=(), dtype=torch.float64) -> RNNSearch:
+    cfg = load_config("configs/rnnsearch.yaml", ["model.embed_size=6", "model.hidden_size=5"])
+    for item in overrides:
+        key, value = item.split("=")
+        setattr(cfg.model, key, type(getattr(cfg.model, key))(value))
+    torch.manual_seed(0)
+    model = build_model(cfg.model, 40, 50).to(dtype)
+    for p in model.parameters():  # away from the tiny init, so every path matters
+        torch.nn.init.normal_(p, std=0.3)
+    return model
+
+
+def _batch():
+    torch.manual_seed(1)
+    lengths = torch.tensor([9, 6, 2, 0, 1])  # one source with nothing to attend
+    mask = torch.arange(9) < lengths[:, None]
+    src = torch.randint(4, 40, (5, 9)) * mask
+    tgt = torch.randint(4, 50, (5, 7))
+    return src, mask, tgt
+
+
+def _run(model, fused: bool, *, seed: int = 2):
+    """Logits, weights and the gradient of a loss that reads both, by one path."""
+    model.zero_grad()
+    model._fusable = (lambda: True) if fused else (lambda: False)
+    torch.manual_seed(seed)  # the same dropout masks on both paths
+    out = model(*_batch(), need_weights=True)
+    weight_of = torch.linspace(-1, 1, out.weights.shape[-1], dtype=out.weights.dtype)
+    (out.logits.square().mean() + (out.weights * weight_of).sum()).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return out.logits.detach(), out.weights.detach(), grads
+
+
+def test_shipped_rnnsearch_takes_the_fused_loop():
+    assert _model()._fusable()
+    for override in ("scope=local-m", "mode=hard", "layers=2", "attention=concat"):
+        assert not _model([override])._fusable(), override
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not _model()._fusable()  # autocast's casts are the module path's
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_fused_loop_matches_the_module_path(dropout):
+    model = _model([f"dropout={dropout}"])
+    model.train()
+    logits, weights, grads = _run(model, fused=True)
+    want_logits, want_weights, want_grads = _run(model, fused=False)
+    torch.testing.assert_close(logits, want_logits, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(weights, want_weights, rtol=1e-10, atol=1e-12)
+    assert grads.keys() == want_grads.keys()
+    for name in want_grads:
+        torch.testing.assert_close(grads[name], want_grads[name], rtol=1e-9, atol=1e-12, msg=name)
+    assert weights[3].abs().sum() == 0  # the empty source: zero weights, as masked_softmax
+
+
+def test_fused_loop_without_gradients_matches_and_keeps_nothing():
+    model = _model()
+    model.eval()
+    src, mask, tgt = _batch()
+    with torch.no_grad():
+        fused = model(src, mask, tgt, need_weights=True)
+        model._fusable = lambda: False
+        plain = model(src, mask, tgt, need_weights=True)
+    torch.testing.assert_close(fused.logits, plain.logits, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(fused.weights, plain.weights, rtol=1e-10, atol=1e-12)
+    assert fused.logits.grad_fn is None
+
+
+def test_fused_loop_backward_runs_once():
+    model = _model(dtype=torch.float32)
+    model.train()
+    out = model(*_batch())
+    loss = out.logits.square().mean()
+    loss.backward(retain_graph=True)
+    # its backward overwrites the saved tanh with its square: a second one must fail loudly
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
