@@ -249,3 +249,23 @@ def test_beam_search_of_a_batch_finds_what_each_sentence_alone_finds(name):
     # Not vacuous: the sentences finish at different steps, so the batch shrinks mid-search.
     longest = [max(len(h.tokens) for h in hyps) for hyps in together]
     assert len(set(longest)) > 1, longest
+
+
+def test_beam_wider_than_the_vocabulary_finds_every_sequence_in_order():
+    """K = 13 covers every output of at most 2 words (UNK, a, b) before EOS, and 2K = 26
+    is more than the 6 tokens a beam can extend by: the n-best list must be the whole
+    set, ranked as brute force ranks it."""
+    table = TableModel().table
+    words = [1, 4, 5]  # UNK a b: PAD and BOS are never emitted
+    sequences = [[]] + [[w] for w in words] + [[w, u] for w in words for u in words]
+
+    def log_prob(tokens):
+        prev = [BOS, *tokens]
+        return float(sum(table[p, t] for p, t in zip(prev, [*tokens, EOS], strict=True)))
+
+    want = sorted(sequences, key=log_prob, reverse=True)
+    src, mask = _src(batch=1)
+    hyps = beam_search(TableModel(), src, mask, beam_size=13, n_best=13, alpha=0.0, max_len=3)
+    assert [h.tokens for h in hyps[0]] == want
+    for h in hyps[0]:
+        assert h.log_prob == pytest.approx(log_prob(h.tokens), abs=1e-4)

@@ -173,11 +173,16 @@ def beam_search(
             eos = log_probs[at_limit, :, EOS]  # (limited, K)
             log_probs[at_limit] = float("-inf")
             log_probs[at_limit, :, EOS] = eos
-        candidates = (beam_scores[:, :, None] + log_probs).view(n, k * vocab)
-        # Take 2K so that K live beams survive even if K candidates end in EOS.
-        top_scores, top_index = candidates.topk(2 * k, dim=1)  # (n, 2K)
-        origin = top_index // vocab  # beam each candidate extends
-        token = top_index % vocab
+        # A sentence's best 2K candidates are among each beam's best 2K tokens, so only
+        # those are added to the beam scores and ranked: (n, K, 2K), not (n, K, V) (RNNsearch
+        # beam 5 on the test book: benchmarks/README.md). Take 2K so that K live beams
+        # survive even if K candidates end in EOS.
+        per_beam = min(2 * k, vocab)
+        beam_top, beam_token = log_probs.topk(per_beam, dim=-1)  # (n, K, 2K)
+        candidates = (beam_scores[:, :, None] + beam_top).view(n, k * per_beam)
+        top_scores, top_index = candidates.topk(min(2 * k, k * per_beam), dim=1)  # (n, 2K)
+        origin = top_index // per_beam  # beam each candidate extends
+        token = beam_token.view(n, k * per_beam).gather(1, top_index)
         if need_weights:
             step_weights = step_weights.float()[:, None]  # (n*K, 1, ...)
             weight_history = (
