@@ -159,7 +159,16 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--profile", action="store_true", help="print the top operators too")
+    parser.add_argument(
+        "--no-fused",
+        action="store_true",
+        help="RNNsearch's decoder loop through the module path, not attnmt.models.fused (A/B)",
+    )
     args = parser.parse_args()
+    if args.no_fused:
+        from attnmt.models.rnnsearch import RNNSearch
+
+        RNNSearch._fusable = lambda self: False
     print(json.dumps(measure(args.config, args.set, steps=args.steps), indent=1))
     if args.profile:
         print(json.dumps(profile(args.config, args.set), indent=1))

@@ -88,3 +88,20 @@ def test_fused_loop_backward_runs_once():
     # its backward overwrites the saved tanh with its square: a second one must fail loudly
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_the_decoder_loop_benchmark_times_both_paths():
+    """benchmarks/decoder_loop.py cannot rot: a toy size, one round."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import decoder_loop
+
+    result = decoder_loop.measure(
+        3, 5, 4, rounds=1, repeats=1, overrides=["model.embed_size=8", "model.hidden_size=8"]
+    )
+    assert len(result["module_ms"]) == len(result["fused_ms"]) == 1
+    assert result["module_ms"][0] > 0 and result["fused_ms"][0] > 0 and result["speedup"] > 0
+    with pytest.raises(SystemExit, match="fused loop"):
+        decoder_loop.measure(3, 5, 4, rounds=1, repeats=1, overrides=["model.mode=hard"])
