@@ -101,7 +101,8 @@ class BahdanauLoop(torch.autograd.Function):
             c = torch.bmm(alpha.unsqueeze(1), annotations).squeeze(1)  # (B, Dk)
             gx = torch.addmm(x_i, c, w_c.t())  # (B, 3D)
             s, cell = _gru_update(gx, gh, s)  # s_i, eq. 4
-            cells.append(cell)
+            if ctx is not None:  # kept for the backward only
+                cells.append(cell)
             outputs.append(s)
             contexts.append(c)
             alphas.append(alpha)
