@@ -18,7 +18,7 @@ from attnmt.errors import ConfigError
 from attnmt.inference.translator import translate_ids
 from attnmt.inference.vision import box_mass, digit_scores, pixel_map
 from attnmt.models import build_model
-from attnmt.models.vision import MAX_SYMBOLS, cell_boxes, grid_size, pixels_of
+from attnmt.models.vision import MAX_SYMBOLS, ConvEncoder, cell_boxes, grid_size, pixels_of
 
 CONFIGS = ("captions-soft", "captions-hard", "captions-plain", "glimpses", "cluttered-cnn")
 
@@ -282,3 +282,68 @@ def test_the_baseline_vector_knows_where_things_are():
         summary = model.encode(src, torch.ones_like(src, dtype=torch.bool)).summary
     assert summary.shape == (2, 32)
     assert float((summary[0] - summary[1]).abs().max()) > 0.2  # a grid mean: ~0.03
+
+
+@pytest.mark.parametrize("normalise", [False, True])
+def test_the_conv_encoder_runs_channels_last_and_computes_the_same(normalise):
+    """The encoder keeps its convolutions' weights channels-last (oneDNN's fast layout on
+    CPU); the annotations and gradients are those of the same weights laid out plainly,
+    and a plain state dict loaded into it (an old checkpoint) keeps the layout."""
+    torch.manual_seed(0)
+    encoder = ConvEncoder(16, channels=8, normalise=normalise)
+    convs = [m for m in encoder.convs if isinstance(m, torch.nn.Conv2d)]
+    assert all(c.weight.is_contiguous(memory_format=torch.channels_last) for c in convs)
+    plain = ConvEncoder(16, channels=8, normalise=normalise)
+    plain.load_state_dict({k: v.contiguous() for k, v in encoder.state_dict().items()})
+    for conv in plain.convs:
+        if isinstance(conv, torch.nn.Conv2d):
+            conv.weight.data = conv.weight.data.contiguous()
+            if conv.in_channels > 1:  # (one channel in: both layouts are the same strides)
+                assert not conv.weight.is_contiguous(memory_format=torch.channels_last)
+    images = torch.rand(3, 1, 12, 20)
+    out, reference = encoder(images), plain(images)
+    assert out.shape == (3, 3 * 5, 16)
+    torch.testing.assert_close(out, reference, rtol=1e-5, atol=1e-5)
+    out.square().sum().backward()
+    reference.square().sum().backward()
+    for mine, theirs in zip(encoder.parameters(), plain.parameters(), strict=True):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5)
+    fresh = ConvEncoder(16, channels=8, normalise=normalise)
+    fresh.load_state_dict(plain.state_dict())
+    assert all(
+        m.weight.is_contiguous(memory_format=torch.channels_last)
+        for m in fresh.convs
+        if isinstance(m, torch.nn.Conv2d)
+    )
+
+
+def test_the_image_cost_benchmark_measures_both_models():
+    """benchmarks/image_cost.py cannot rot: two sides, a tiny batch. The CNN's FLOPs grow
+    with the canvas; the glimpses' do not."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import image_cost
+
+    result = image_cost.measure([40, 80], batch=2, repeats=1)
+    small, large = result["rows"]
+    assert large["glimpses_mflop_per_canvas"] == small["glimpses_mflop_per_canvas"] > 0
+    assert large["cnn_mflop_per_canvas"] > 3.5 * small["cnn_mflop_per_canvas"]
+    assert small["cnn_ms_per_batch"] > 0 and large["time_ratio"] > 0
+    with pytest.raises(SystemExit, match="at least 40"):
+        image_cost.measure([30], batch=1, repeats=1)
+
+
+def test_the_cluttered_ceiling_reads_digits_it_is_told_where_to_find():
+    """benchmarks/cluttered_ceiling.py cannot rot: at toy sizes both readers beat chance
+    by far (10 classes), on the test pool's scans."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import cluttered_ceiling
+
+    result = cluttered_ceiling.measure(train=300, test=100)
+    assert result["test_scans"] == 269 and result["test_canvases"] == 100
+    assert result["clean"] > 0.9 and 0.5 < result["oracle_crop"] <= 1.0
