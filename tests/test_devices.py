@@ -91,9 +91,14 @@ def test_auto_is_bf16_only_where_native_and_measured_faster(hardware):
     assert chosen.name == "bf16" and chosen.autocast_dtype is torch.bfloat16
     assert "AMX" in chosen.reason
     # Recurrent models ran slower under bf16 even with AMX: fp32, saying why.
-    for family in ("rnnsearch", "luong"):
+    for family in ("rnnsearch", "luong", "glimpses"):
         chosen = choose_precision("auto", CPU, family)
         assert chosen.name == "fp32" and "slower" in chosen.reason
+    # The CNN image models (the captioner and its baseline alike) gain: bf16.
+    for family in ("show-attend-tell", "show-tell"):
+        assert choose_precision("auto", CPU, family).name == "bf16"
+    hardware.amx = False
+    assert choose_precision("auto", CPU, "show-attend-tell").name == "fp32"  # AVX2 only
 
 
 def test_auto_on_cuda_follows_the_gpu(hardware):
