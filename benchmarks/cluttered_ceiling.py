@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from machine import append_result
 from sklearn.svm import SVC
 
 from attnmt.data import images
@@ -78,9 +79,7 @@ def main() -> None:
     result = measure(args.train, seed=args.seed)
     print(json.dumps(result, indent=1))
     if not args.no_save:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        with RESULTS.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(result) + "\n")
+        append_result(RESULTS, result)
 
 
 if __name__ == "__main__":

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from machine import NOTABLE_FLAGS, cpu_flags, cpu_model
+from machine import append_result
 from torch.utils.flop_counter import FlopCounterMode
 
 from attnmt.config import load_config
 from attnmt.data import images
 from attnmt.data.vocab import EOS
-from attnmt.devices import pick_device
+from attnmt.devices import NOTABLE_FLAGS, cpu_flags, cpu_model, pick_device
 from attnmt.inference.search import greedy
 from attnmt.models import build_model
 from attnmt.models.vision import FIRST_LEVEL_ID
@@ -122,9 +122,7 @@ def main() -> None:
     result = measure(args.sides, args.batch, args.repeats)
     print(json.dumps(result, indent=1))
     if not args.no_save:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        with RESULTS.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(result) + "\n")
+        append_result(RESULTS, result)
 
 
 if __name__ == "__main__":

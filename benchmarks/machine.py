@@ -11,15 +11,25 @@ other groups is a fraction of them.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import time
+from pathlib import Path
 
 import torch
 
 from attnmt.devices import NOTABLE_FLAGS, cpu_flags, cpu_model
 
 SIZES = (512, 1024, 2048)  # square matrix products tried for the peak
+
+
+def append_result(path: Path, record: dict) -> None:
+    """Append `record` as one JSON line to `path` (its folder made if needed): the
+    `benchmarks/results/*.jsonl` files every script adds its runs to."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(record) + "\n")
 
 
 def matmul_gflops(n: int, dtype: torch.dtype, *, seconds: float = 0.4) -> float:

@@ -11,12 +11,12 @@ bf16/fp32 ratio, and appends a JSON line to benchmarks/results/train_speed.jsonl
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from machine import append_result
 
 from attnmt.config import load_config
 from attnmt.data import TokenBatcher, prepare
@@ -83,7 +83,6 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     for config in args.configs:
         result = measure(config, args.steps, args.warmup, args.rounds)
         print(
@@ -91,8 +90,7 @@ def main() -> None:
             f"bf16 {result['bf16_tokens_per_s']:>8.0f} tok/s   "
             f"bf16/fp32 {result['bf16_over_fp32']:.2f}x"
         )
-        with RESULTS.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(result) + "\n")
+        append_result(RESULTS, result)
 
 
 if __name__ == "__main__":
