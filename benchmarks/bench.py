@@ -20,6 +20,10 @@ Groups, each a ratio to a reference measured in the same run on the same machine
 5. decoding: sentences/s, greedy and beam 5, on the test book: the RNNsearch models of
    group 4; the Transformers of group 3 also against CTranslate2 (fp32, int8) on the same
    weights (`attnmt export --format ctranslate2`) and PyTorch's dynamic int8.
+6. data: the data path from 30k to 10M real pairs against Hugging Face `datasets` on the
+   same files (`data_scale.py`: prepare time and memory, cache bytes per token, time to
+   the first training step, resident memory and tokens/s of training). Not in the
+   default groups (it takes ~40 minutes of its own): `--groups data`.
 
 Writes `benchmarks/results.md` (and `results/bench.json`, `results/time_to_quality.png`);
 JoeyNMT lives in its own virtual environment (`joeynmt_side.ensure_venv`), made on first
@@ -43,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import data_scale  # noqa: E402
 import joeynmt_side  # noqa: E402
 import kernels  # noqa: E402
 import machine  # noqa: E402
@@ -54,7 +59,8 @@ from attnmt.devices import cpu_model, pick_device  # noqa: E402
 from attnmt.inference import Translator, load_run  # noqa: E402
 from attnmt.metrics import corpus_scores  # noqa: E402
 
-GROUPS = ("machine", "kernels", "training", "quality", "decoding")
+GROUPS = ("machine", "kernels", "training", "quality", "decoding", "data")
+DEFAULT_GROUPS = GROUPS[:-1]  # `data` takes ~40 minutes of its own: asked for by name
 BATCH_TOKENS = 2048  # the batch budget of the hand measurement in the issue, both toolkits
 CONFIGS = {"rnnsearch": "configs/rnnsearch.yaml", "transformer": "configs/transformer.yaml"}
 # attnmt's RNNsearch starts from U(-0.1, 0.1) as JoeyNMT's side does (joeynmt_side), not
@@ -442,6 +448,14 @@ class Bench:
                 )
                 out[f"transformer-joeynmt-beam{beam}"] = _decoded(result, split, len(lines))
 
+    # 6 --------------------------------------------------------------------------------
+    def data(self) -> None:
+        log("data: prepare and train from 30k to 10M pairs, against Hugging Face datasets")
+        argv = ["--work", str(self.work / "data-scale")]
+        argv += ["--smoke"] if self.smoke else ["--sizes", *map(str, self.args.data_sizes)]
+        rows = data_scale.measure_sizes(data_scale.parse(argv))
+        self.results["data"] = [{k: v for k, v in r.items() if k != "model"} for r in rows]
+
     def run(self) -> dict:
         torch.set_num_threads(self.args.threads)
         pick_device("cpu")  # flushed denormals, malloc kept: as every attnmt command
@@ -499,7 +513,10 @@ def _plain(result: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--groups", nargs="+", choices=GROUPS, default=list(GROUPS))
+    parser.add_argument("--groups", nargs="+", choices=GROUPS, default=list(DEFAULT_GROUPS))
+    parser.add_argument(
+        "--data-sizes", nargs="+", type=int, default=list(data_scale.SIZES), help="pairs"
+    )
     parser.add_argument("--minutes", type=float, default=8.0, help="time-to-quality budget")
     parser.add_argument("--transformer-minutes", type=float, default=3.0)
     parser.add_argument("--validate-every", type=int, default=100, help="steps, both toolkits")

@@ -65,6 +65,8 @@ def render(results: dict, others: list[dict] = ()) -> str:
         ]
     if "training" in results:
         parts.append(profiles(results["training"]))
+    if results.get("data"):
+        parts.append(data_section(results["data"]))
     import joeynmt_side
 
     parts.append("## How JoeyNMT was set up, and where it differs\n")
@@ -341,3 +343,19 @@ def profiles(t: dict) -> str:
         ]
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def data_section(rows: list[dict]) -> str:
+    """Group 6: the data path against corpus size (`data_scale.py`)."""
+    import data_scale
+
+    return (
+        "## 6. Data at scale\n\n"
+        "`python benchmarks/data_scale.py` (docs/data.md): real verse pairs of the installed "
+        "Bible versions as plain files; attnmt's `data prepare` (the subword model trained "
+        "on a sample, its seconds shown apart) against Hugging Face `datasets` tokenising "
+        "the same files with the same sentencepiece model, and sentencepiece's own "
+        "multi-threaded encoding (the limit). Peak memory: the whole process tree.\n\n"
+        + data_scale.table(rows)
+        + "\n"
+    )

@@ -43,7 +43,12 @@ def tiny_runs(tmp_path_factory):
     attention)."""
     root = tmp_path_factory.mktemp("served")
     corpus = mixed_corpus(root)
-    data = [f"data.cache_dir={root / 'cache'}", "data.corpus=tsv", "data.vocab_size=120"]
+    data = [
+        f"data.cache_dir={root / 'cache'}",
+        "data.corpus=tsv",
+        "data.drop_held_out=false",
+        "data.vocab_size=120",
+    ]
     data += [f"data.{split}_path={corpus}" for split in ("train", "dev", "test")]
     models = {
         "rnn": ["train.lr=0.02", "train.max_steps=80"],

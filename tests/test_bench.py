@@ -122,3 +122,16 @@ def test_machines_get_a_file_each_and_a_column_each():
     row = next(line for line in page.splitlines() if line.startswith("| RNNsearch training"))
     assert row.endswith("| 2.00 (**not met**) | 3.30 (met) |")
     assert "| rnnsearch training MFU | ≥ 50% | 30.0% (**not met**) | 30.0% (**not met**) |" in page
+
+
+def test_smoke_data_group_prepares_and_trains_from_files(tmp_path):
+    out = tmp_path / "results.md"
+    results = bench.main(
+        ["--smoke", "--no-joeynmt", "--groups", "data", "--work", str(tmp_path / "w"),
+         "--out", str(out)]
+    )  # fmt: skip
+    (row,) = results["data"]
+    assert row["pairs"] == 2000 and 0 < row["pairs_kept"] <= 2000
+    assert row["store_bytes_per_token"] < 2.5 and row["tokens_per_s"] > 0
+    assert row["first_step_s"] > 0 and row["prepare_peak_mb"] > 0
+    assert "## 6. Data at scale" in out.read_text()

@@ -263,7 +263,12 @@ def prepared(tmp_path_factory) -> Path:
     """An attnmt prepared-data folder of a 40-pair TSV corpus (120 sentencepiece pieces)."""
     root = tmp_path_factory.mktemp("joey-prepared")
     corpus = mixed_corpus(root)
-    overrides = [f"data.cache_dir={root / 'cache'}", "data.corpus=tsv", "data.vocab_size=120"]
+    overrides = [
+        f"data.cache_dir={root / 'cache'}",
+        "data.corpus=tsv",
+        "data.drop_held_out=false",
+        "data.vocab_size=120",
+    ]
     overrides += [f"data.{split}_path={corpus}" for split in ("train", "dev", "test")]
     return prepare(load_config(None, overrides).data).directory
 

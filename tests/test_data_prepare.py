@@ -77,7 +77,10 @@ def test_plain_files_corpus(tmp_path):
         f"data.dev_path={tmp_path / 'dev'}",
     )
     data = prepare(cfg.data)
-    assert len(data.train) == 30 and len(data.dev) == 3 and data.test == []
+    # The three dev pairs are also lines 1-3 of train: the leak check drops those copies.
+    assert len(data.train) == 27 and len(data.dev) == 3 and data.test == []
+    assert data.stats["removed_duplicates"] == 3
+    assert data.train[0].tgt == "le chat numéro 3 dort" and data.train[0].id == "train.en:4"
     assert data.vocab.tgt.decode(data.dev[2].tgt_ids) == "le chat numéro 2 dort"
 
 
@@ -122,6 +125,8 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 def test_edited_files_are_prepared_again(tmp_path):
     (tmp_path / "train.en").write_text("one cat\ntwo cats\n", encoding="utf-8")
     (tmp_path / "train.fr").write_text("un chat\ndeux chats\n", encoding="utf-8")
+    (tmp_path / "dev.en").write_text("three cats\n", encoding="utf-8")
+    (tmp_path / "dev.fr").write_text("trois chats\n", encoding="utf-8")
     cfg = _cfg(
         tmp_path,
         "data.corpus=files",
@@ -129,7 +134,7 @@ def test_edited_files_are_prepared_again(tmp_path):
         "data.tgt=fr",
         "data.vocab_size=30",
         f"data.train_path={tmp_path / 'train'}",
-        f"data.dev_path={tmp_path / 'train'}",
+        f"data.dev_path={tmp_path / 'dev'}",
     )
     first = prepare(cfg.data)
     (tmp_path / "train.fr").write_text("un chat\ntrois chats\n", encoding="utf-8")

@@ -51,7 +51,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
     corpus = mixed_corpus(root)
     cache = f"data.cache_dir={root / 'cache'}"
-    spm = [cache, "data.corpus=tsv", "data.vocab_size=120"]
+    spm = [cache, "data.corpus=tsv", "data.drop_held_out=false", "data.vocab_size=120"]
     spm += [f"data.{split}_path={corpus}" for split in ("train", "dev", "test")]
     reverse = [cache, "data.corpus=reverse", "data.synthetic_train_size=200"]
     reverse += ["data.synthetic_max_len=6"]

@@ -47,7 +47,14 @@ def runs(tmp_path_factory):
     tsv = [f"data.{split}_path={corpus}" for split in ("train", "dev", "test")]
     common = [*TINY, cache]
     configs = {
-        "tsv": [*common, *tsv, "data.corpus=tsv", "data.vocab_size=60", "data.batch_tokens=128"],
+        "tsv": [
+            *common,
+            *tsv,
+            "data.corpus=tsv",
+            "data.drop_held_out=false",
+            "data.vocab_size=60",
+            "data.batch_tokens=128",
+        ],
         "gold": [*common, "data.corpus=alignments", "data.vocab_size=500", "data.batch_tokens=300"],
     }
     configs["gold-tf"] = [*configs["gold"], *TRANSFORMER]

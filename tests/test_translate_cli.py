@@ -47,7 +47,14 @@ def runs(tmp_path_factory):
         load_config(
             None,
             [
-                *(*TINY, cache, *spm, "data.corpus=tsv", "data.vocab_size=120"),
+                *(
+                    *TINY,
+                    cache,
+                    *spm,
+                    "data.corpus=tsv",
+                    "data.drop_held_out=false",
+                    "data.vocab_size=120",
+                ),
                 *("train.lr=0.02", "train.max_steps=100", f"train.run_dir={root / 'rnn'}"),
             ],
         ),

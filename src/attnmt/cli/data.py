@@ -52,15 +52,20 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, args.overrides)
     started = time.perf_counter()
-    data = preparing.prepare(cfg.data)
+    data = preparing.prepare(cfg.data, progress=args.action == "prepare")
     seconds = time.perf_counter() - started
     own = (*preparing.SYNTHETIC, *preparing.IMAGES)  # no source or target version to name
     if args.action == "prepare":
+        if data.stats.get("batch_tokens") != cfg.data.batch_tokens:  # another budget: recount
+            data.stats["batch_tokens"] = cfg.data.batch_tokens
+            data.stats["padding_fraction"] = round(
+                preparing.padding_fraction(data.train, cfg.data.batch_tokens), 4
+            )
         if args.json:
             shown = _shown(data.stats, own)
             print(json.dumps(shown, ensure_ascii=False, indent=2))
         else:
-            _print_stats(_shown(data.stats, own), seconds, data.directory)
+            _print_stats(_shown(data.stats, own), seconds, data.directory, data.train.nbytes())
         return 0
     if cfg.data.corpus in preparing.IMAGES:
         _show_images(data, args.n)
@@ -127,7 +132,7 @@ def _shown(stats: dict, synthetic) -> dict:
     return stats
 
 
-def _print_stats(stats: dict, seconds: float, directory) -> None:
+def _print_stats(stats: dict, seconds: float, directory, store_bytes: int = 0) -> None:
     pairs = stats["pairs"]
     cached = " (from cache)" if stats.get("cached") else ""
     if "src" in stats:
@@ -142,8 +147,8 @@ def _print_stats(stats: dict, seconds: float, directory) -> None:
             f"  dev books: {', '.join(stats['dev_books'])}; "
             f"test books: {', '.join(stats['test_books'])}"
         )
-    for key in ("removed_duplicates", "removed_long"):
-        if key in stats:
+    for key in ("removed_duplicates", "removed_long", "removed_ratio", "removed_empty"):
+        if stats.get(key) or (key in stats and key in ("removed_duplicates", "removed_long")):
             print(f"  {key.replace('_', ' ')} from train: {stats[key]:,}")
     if stats.get("extra_references"):
         print(
@@ -164,6 +169,13 @@ def _print_stats(stats: dict, seconds: float, directory) -> None:
                 f"{s['subwords_per_word']['src']} / {s['subwords_per_word']['tgt']} per word, "
                 f"coverage {100 * s['coverage']:.2f}%"
             )
+    train = stats.get("store", {}).get("splits", {}).get("train")
+    if train and store_bytes:
+        tokens = train["tokens"]["src"] + train["tokens"]["tgt"]
+        print(
+            f"  token store (train): {tokens:,} ids as {train['dtype']}, "
+            f"{store_bytes / 1e6:,.1f} MB ({store_bytes / max(1, tokens):.2f} bytes a token)"
+        )
     print(
         f"  padding at {stats['batch_tokens']:,} tokens per batch: "
         f"{100 * stats['padding_fraction']:.1f}%"

@@ -3,8 +3,9 @@
     attnmt evaluate runs/reverse                       # test split, greedy
     attnmt evaluate runs/bible --split dev --beam 5 --limit 500
 
-The split comes from `prepare(cfg.data)` with the run's own config (the data cache, or the
-installed corpus package); the text is encoded with the run's own vocabulary. Written, for
+The split comes from the run's own config: the data cache, or (for dev and test, when the
+cache is gone) the files or the installed corpus package read again, never the training
+split; the text is encoded with the run's own vocabulary. Written, for
 split `test` and beam 1 (`{split}-beam{K}`):
 
     RUN/eval/test-beam1.json        every number below, with sacrebleu's signatures
@@ -34,7 +35,7 @@ from attnmt.cli.options import (
     load_decoding_run,
 )
 from attnmt.config import IMAGE_CORPORA
-from attnmt.data import prepare
+from attnmt.data.preparation import decoding_split
 from attnmt.errors import UserError
 from attnmt.inference import (
     alignment_report,
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         loaded.cfg.model, layer=args.align_layer, head=args.align_head, offset=args.align_offset
     )
     other = _other_direction(args, loaded)
-    examples = prepare(loaded.cfg.data).split(args.split)[: args.limit]
+    examples = decoding_split(loaded.cfg.data, args.split, loaded.vocab)[: args.limit]
     if not examples:
         raise UserError(
             f"the {args.split} split of data.corpus '{loaded.cfg.data.corpus}' is empty; "
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
                     alignments,
                     examples,
                     other,
-                    prepare(other.cfg.data).split(args.split)[: args.limit],
+                    decoding_split(other.cfg.data, args.split, other.vocab)[: args.limit],
                     limit,
                     source_limit(other.cfg.model, args.max_source_len),
                     args.batch_tokens,

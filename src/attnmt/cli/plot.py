@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from attnmt.cli.options import add_decoding_arguments, check_decoding_arguments
 from attnmt.config import IMAGE_CORPORA
-from attnmt.data import prepare
+from attnmt.data.preparation import decoding_split
 from attnmt.devices import pick_device
 from attnmt.errors import DataError, UserError
 from attnmt.inference import (
@@ -140,7 +140,7 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
             f"this run's model ({loaded.cfg.model.name}) has no attention; nothing to draw"
         )
     choice = choose_attention(loaded.cfg.model, layer=args.align_layer, head=args.align_head)
-    examples = prepare(loaded.cfg.data).split(args.split)
+    examples = decoding_split(loaded.cfg.data, args.split, loaded.vocab)
     outside = [i for i in indices if i >= len(examples)]
     if outside:
         raise UserError(

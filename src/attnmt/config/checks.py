@@ -47,6 +47,7 @@ _POSITIVE = {
         "synthetic_train_size",
         "synthetic_max_len",
         "synthetic_dev_size",
+        "subword_sample",
     ),
     "model": (
         "embed_size",
@@ -74,7 +75,7 @@ _POSITIVE = {
     ),
 }
 _NON_NEGATIVE = {
-    "data": {"max_words": "keep all"},
+    "data": {"max_words": "keep all", "max_ratio": "keep all", "workers": "one per core"},
     "model": {"glimpse_context": "no context network"},
     "train": {
         "max_steps": "no limit",

@@ -34,6 +34,19 @@ class DataConfig:
     test_books: list[str] = field(default_factory=lambda: ["John"])
     # Training pairs longer than this many words (either side) are dropped; dev/test never.
     max_words: int = 50
+    # Training pairs whose longer side has more than this many times the words of the
+    # shorter are dropped (misaligned lines in crawled corpora; Moses' clean-corpus uses 9);
+    # 0 keeps all. Dev/test never.
+    max_ratio: float = 0.0
+    # The subword model trains on a uniform random sample of this many training pairs
+    # (all of them when there are fewer), so its cost stops growing with the corpus.
+    subword_sample: int = 500000
+    # Processes that clean and encode your own files (files, tsv); 0: one per core.
+    workers: int = 0
+    # files/tsv: drop training pairs identical to a dev or test pair (a leak that inflates
+    # scores); false keeps them, e.g. to check that a model can learn its own test set.
+    # The built-in corpora always drop them.
+    drop_held_out: bool = True
     # For "files"/"tsv": paths of the train/dev/test files or file prefixes.
     train_path: str = ""
     dev_path: str = ""

@@ -1,14 +1,16 @@
 """Parallel data: corpora, cleaning, splits, subwords, batching and synthetic tasks.
 
-    data = prepare(cfg.data)                      # splits, vocabulary, stats (cached)
+    data = prepare(cfg.data)                      # token stores, vocabulary, stats (cached)
     batcher = TokenBatcher(data.train, batch_tokens=4096, seed=1)
     batch = next(iter(batcher))                   # attnmt.data.types.Batch
 
 Modules: `vocab` (the special ids), `bible` (the built-in corpus), `files` (Moses / TSV
 files), `alignments` (gold Greek→English word alignments, Pharaoh files), `subwords`
 (sentencepiece, vocabularies), `preparation` (`prepare`: cached splits and vocabularies),
-`batching` (token-budget batches, resumable, sharded; decoding batches), `synthetic`
-(reverse, copy, sort).
+`streaming` (your own files, in bounded memory on every core), `store` (the memory-mapped
+token store of a split), `cache` (the cache folder, written whole or not at all),
+`buckets` (an epoch's batches planned from the lengths arrays), `batching` (token-budget
+batches, resumable, sharded; decoding batches), `synthetic` (reverse, copy, sort).
 
 The names below are loaded on first use (PEP 562): `attnmt data list` reads the corpus
 database through `attnmt.data.bible` without paying for torch and sentencepiece.
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 # name -> the module of attnmt.data that defines it
 _EXPORTS = {
     "TokenBatcher": "batching",
+    "TokenStore": "store",
     "batches_by_length": "batching",
     "eval_batches": "batching",
     "pad_batch": "batching",
@@ -47,6 +50,7 @@ __all__ = [
     "Example",
     "PreparedData",
     "TokenBatcher",
+    "TokenStore",
     "Vocab",
     "batches_by_length",
     "collate",
@@ -66,6 +70,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         padding_fraction,
     )
     from attnmt.data.preparation import PreparedData, prepare
+    from attnmt.data.store import TokenStore
     from attnmt.data.subwords import Vocab, load_vocab
     from attnmt.data.types import Batch, Example, collate
     from attnmt.data.vocab import BOS, EOS, PAD, UNK

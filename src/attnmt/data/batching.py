@@ -8,21 +8,11 @@ where S and T count the EOS/BOS that `collate` adds (`len(ids) + 1`). Every batc
 `cost <= batch_tokens`, except that an example longer than the whole budget goes alone in
 its own batch (it is never dropped).
 
-Bucketing keeps padding low on both sides. An epoch's examples are sorted by (target
-length, source length), ties broken by a random permutation, and packed greedily; then
-every run of `CHUNK_BATCHES` consecutive batches is pooled, re-sorted by (source length,
-target length) and packed again. One sort alone leaves the other side ragged (a batch of
-one target length holds every source length); the second sort inside small pools of
-similar target length evens the sources too, at the price of a slightly wider target
-range. On Bible verses (configs/rnnsearch.yaml: English WEB -> French Segond, 8k unigram
-pieces, 29k pairs) this gives 3.8% padding at 4,096 tokens per batch and 2.2% at 1,536,
-against 49% and 45% for batches of randomly ordered examples (`padding_fraction`).
+How an epoch's batches are chosen (bucketing by length, the shuffle, its seed) is in
+`attnmt.data.buckets`: a pure function of the lengths arrays, the budget, the seed and the
+epoch, so the same on every machine, rank and resume.
 
-The batch order is then shuffled. Both random steps use `random.Random` seeded by the
-string "attnmt-batches:{seed}:{epoch}", so the batch list of an epoch is a pure function of
-(examples, batch_tokens, seed, epoch): the same on every machine, rank and resume.
-
-    batcher = TokenBatcher(train, batch_tokens=4096, seed=1)
+    batcher = TokenBatcher(train, batch_tokens=4096, seed=1)   # a TokenStore or Examples
     batch = next(batcher)               # an endless iterator over epochs
     state = batcher.state_dict()        # plain ints, JSON-ready
     fresh = TokenBatcher(train, batch_tokens=4096, seed=1)
@@ -37,106 +27,35 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from attnmt.data.types import Batch, Example, collate, pad
+from attnmt.data.buckets import Pairs, Plan, lengths_of, pack, padding, plan_epoch
+from attnmt.data.store import TokenStore
+from attnmt.data.types import Batch, batch_of_ids, pad
 
-CHUNK_BATCHES = 8  # batches pooled for the second, source-length sort (see above)
 # Decoding's default budget (translate, evaluate, plot, validation): the same B * S cost,
 # with the source alone known. Beam search divides it by the beam size (K rows a sentence).
 DECODE_BATCH_TOKENS = 4000
 _STATE_KEYS = ("epoch", "position", "seed", "batch_tokens", "world_size", "rank", "examples")
 
 
-# --------------------------------------------------------------------------------------
-# Packing (pure functions of lengths and an order)
-# --------------------------------------------------------------------------------------
-
-
-def _lengths(examples: Sequence[Example]) -> tuple[list[int], list[int]]:
-    """Padded-width contributions of each example: source + EOS, BOS + target."""
-    return [len(ex.src_ids) + 1 for ex in examples], [len(ex.tgt_ids) + 1 for ex in examples]
-
-
-def _sorted_order(src_len: list[int], tgt_len: list[int], rng: random.Random | None) -> list[int]:
-    """Indices sorted by (target length, source length); ties in random order if `rng`."""
-    order = list(range(len(src_len)))
-    if rng is not None:
-        rng.shuffle(order)  # the stable sort below keeps this order among equal lengths
-    order.sort(key=lambda i: (tgt_len[i], src_len[i]))
-    return order
-
-
-def _pack(
-    order: Sequence[int], src_len: list[int], tgt_len: list[int], batch_tokens: int
-) -> list[list[int]]:
-    """Cut `order` greedily into batches with `len(batch) * max(S, T) <= batch_tokens`.
-
-    An example whose own cost exceeds the budget goes alone in its batch. O(len(order)).
-    """
-    batches: list[list[int]] = []
-    current: list[int] = []
-    width = 0  # max(S, T) of `current`
-    for i in order:
-        new_width = max(width, src_len[i], tgt_len[i])
-        if current and (len(current) + 1) * new_width > batch_tokens:
-            batches.append(current)
-            current, new_width = [], max(src_len[i], tgt_len[i])
-        current.append(i)
-        width = new_width
-    if current:
-        batches.append(current)
-    return batches
-
-
-def _bucket(
-    src_len: list[int], tgt_len: list[int], batch_tokens: int, rng: random.Random | None
-) -> list[list[int]]:
-    """Length-bucketed batches, shortest first (the two sorts of the module docstring)."""
-    rough = _pack(_sorted_order(src_len, tgt_len, rng), src_len, tgt_len, batch_tokens)
-    batches: list[list[int]] = []
-    for start in range(0, len(rough), CHUNK_BATCHES):
-        pool = [i for batch in rough[start : start + CHUNK_BATCHES] for i in batch]
-        pool.sort(key=lambda i: (src_len[i], tgt_len[i]))  # stable: keeps random tie-breaks
-        batches += _pack(pool, src_len, tgt_len, batch_tokens)
-    return batches
-
-
-def _padding(batches: list[list[int]], src_len: list[int], tgt_len: list[int]) -> float:
-    """Padded positions over all positions (source + target) of `batches`."""
-    real = total = 0
-    for batch in batches:
-        widths = max(src_len[i] for i in batch) + max(tgt_len[i] for i in batch)
-        total += len(batch) * widths
-        real += sum(src_len[i] + tgt_len[i] for i in batch)
-    return 1.0 - real / total if total else 0.0
-
-
-def _epoch_batches(
-    src_len: list[int],
-    tgt_len: list[int],
-    batch_tokens: int,
-    *,
-    shuffle: bool,
-    seed: int,
-    epoch: int,
-) -> list[list[int]]:
-    """All batches of one epoch (before sharding), in the order they are served."""
-    rng = random.Random(f"attnmt-batches:{seed}:{epoch}") if shuffle else None
-    batches = _bucket(src_len, tgt_len, batch_tokens, rng)
-    if rng is not None:
-        rng.shuffle(batches)
-    return batches
-
-
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
 def _check_budget(batch_tokens: int) -> None:
     if not _is_int(batch_tokens) or batch_tokens < 1:
         raise ValueError(f"batch_tokens must be a positive int, got {batch_tokens!r}")
+
+
+def _collate(pairs: Pairs, indices: np.ndarray) -> Batch:
+    rows = indices.tolist()
+    if isinstance(pairs, TokenStore):
+        got = [pairs.pair(i) for i in rows]
+        return batch_of_ids([s for s, _ in got], [t for _, t in got], rows)
+    return batch_of_ids([pairs[i].src_ids for i in rows], [pairs[i].tgt_ids for i in rows], rows)
 
 
 # --------------------------------------------------------------------------------------
@@ -148,7 +67,8 @@ class TokenBatcher:
     """An endless iterator of training `Batch`es over epochs, bucketed by length.
 
     Args:
-        examples: the training pairs (`src_ids`/`tgt_ids` filled, without BOS/EOS).
+        pairs: the training pairs: a `TokenStore` (memory-mapped, any size) or a list of
+            `Example`s (`src_ids`/`tgt_ids` filled, without BOS/EOS).
         batch_tokens: the budget `len(batch) * max(S, T)` of every batch (see the module
             docstring); a single example over the budget gets a batch of its own.
         shuffle: tie-break lengths randomly and shuffle the batch order each epoch; if
@@ -166,7 +86,7 @@ class TokenBatcher:
             `epoch == 1` (the trainer's `epoch >= max_epochs` stops right there).
         position: how many batches of the current epoch (this rank's share) were served.
 
-    Each yielded `Batch` has `indices` into `examples`.
+    Each yielded `Batch` has `indices` into `pairs`.
 
     Shapes:
         batch.src, batch.src_mask: (B, S); batch.tgt_in, batch.tgt_out, batch.tgt_mask: (B, T)
@@ -174,7 +94,7 @@ class TokenBatcher:
 
     def __init__(
         self,
-        examples: list[Example],
+        pairs: Pairs,
         *,
         batch_tokens: int,
         shuffle: bool = True,
@@ -185,41 +105,47 @@ class TokenBatcher:
         _check_budget(batch_tokens)
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank} of {world_size}")
-        if not examples:
+        if not len(pairs):
             raise ValueError("TokenBatcher needs at least one example; the training set is empty")
-        self.examples = examples
+        self.pairs = pairs
         self.batch_tokens = batch_tokens
         self.shuffle = shuffle
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
-        self.src_len, self.tgt_len = _lengths(examples)
         self.epoch = 0
         self.position = 0
-        self._shard: list[list[int]] | None = None
+        self._shard: Plan | None = None
         self._current_shard()  # fail now, not at the first step, if the shares are empty
 
-    def shard(self, epoch: int) -> list[list[int]]:
-        """This rank's batches (lists of example indices) of `epoch`, in serving order."""
-        batches = _epoch_batches(
-            self.src_len,
-            self.tgt_len,
+    def _plan_shard(self, epoch: int) -> Plan:
+        # The lengths are read anew each epoch: a store's stay on disk (page cache, shared
+        # by every process), not as a copy in this process.
+        src_len, tgt_len = lengths_of(self.pairs)
+        plan = plan_epoch(
+            src_len,
+            tgt_len,
             self.batch_tokens,
             shuffle=self.shuffle,
             seed=self.seed,
             epoch=epoch,
         )
-        usable = len(batches) - len(batches) % self.world_size
+        usable = len(plan) - len(plan) % self.world_size
         if usable == 0:
             raise ValueError(
-                f"epoch {epoch} has {len(batches)} batch(es) for {self.world_size} processes; "
+                f"epoch {epoch} has {len(plan)} batch(es) for {self.world_size} processes; "
                 "lower batch_tokens or use fewer processes"
             )
-        return batches[self.rank : usable : self.world_size]
+        plan.serve = plan.serve[self.rank : usable : self.world_size]
+        return plan
 
-    def _current_shard(self) -> list[list[int]]:
+    def shard(self, epoch: int) -> list[list[int]]:
+        """This rank's batches (lists of example indices) of `epoch`, in serving order."""
+        return self._plan_shard(epoch).lists()
+
+    def _current_shard(self) -> Plan:
         if self._shard is None:
-            self._shard = self.shard(self.epoch)
+            self._shard = self._plan_shard(self.epoch)
         return self._shard
 
     @property
@@ -232,11 +158,11 @@ class TokenBatcher:
 
     def __next__(self) -> Batch:
         shard = self._current_shard()
-        indices = shard[self.position]
+        indices = shard.batch(self.position)
         self.position += 1
         if self.position == len(shard):  # the last batch of this epoch: move on now
             self.epoch, self.position, self._shard = self.epoch + 1, 0, None
-        return collate([self.examples[i] for i in indices], indices)
+        return _collate(self.pairs, indices)
 
     def state_dict(self) -> dict[str, int]:
         """Where the iterator stands (plain ints), plus what it must be rebuilt with."""
@@ -247,7 +173,7 @@ class TokenBatcher:
             "batch_tokens": self.batch_tokens,
             "world_size": self.world_size,
             "rank": self.rank,
-            "examples": len(self.examples),
+            "examples": len(self.pairs),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -270,7 +196,7 @@ class TokenBatcher:
             raise ValueError(f"batcher state was saved with a different setup: {saved}")
         if state["epoch"] < 0:
             raise ValueError(f"batcher state has a negative epoch: {state['epoch']}")
-        shard = self.shard(state["epoch"])
+        shard = self._plan_shard(state["epoch"])
         if not 0 <= state["position"] < len(shard):
             raise ValueError(
                 f"batcher state position {state['position']} is outside epoch "
@@ -284,7 +210,7 @@ class TokenBatcher:
 # --------------------------------------------------------------------------------------
 
 
-def eval_batches(examples: list[Example], *, batch_tokens: int) -> Iterator[Batch]:
+def eval_batches(examples: Pairs, *, batch_tokens: int) -> Iterator[Batch]:
     """One finite pass over `examples`, sorted by length, not shuffled.
 
     Every example appears exactly once; `batch.indices` are positions in `examples`, so
@@ -294,9 +220,12 @@ def eval_batches(examples: list[Example], *, batch_tokens: int) -> Iterator[Batc
         batch.src, batch.src_mask: (B, S); batch.tgt_in, batch.tgt_out, batch.tgt_mask: (B, T)
     """
     _check_budget(batch_tokens)
-    src_len, tgt_len = _lengths(examples)
-    for indices in _bucket(src_len, tgt_len, batch_tokens, None):
-        yield collate([examples[i] for i in indices], indices)
+    if not len(examples):
+        return
+    src_len, tgt_len = lengths_of(examples)
+    plan = plan_epoch(src_len, tgt_len, batch_tokens, shuffle=False, seed=0, epoch=0)
+    for k in range(len(plan)):
+        yield _collate(examples, plan.batch(k))
 
 
 def batches_by_length(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
@@ -307,7 +236,8 @@ def batches_by_length(lengths: Sequence[int], batch_tokens: int) -> list[list[in
     """
     _check_budget(batch_tokens)
     lengths = list(lengths)
-    return _pack(_sorted_order(lengths, lengths, None), lengths, lengths, batch_tokens)
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)  # stable: ties by index
+    return pack(order, lengths, batch_tokens)
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], device: torch.device) -> tuple[Tensor, Tensor]:
@@ -317,7 +247,7 @@ def pad_batch(sequences: Sequence[Sequence[int]], device: torch.device) -> tuple
 
 
 def padding_fraction(
-    examples: list[Example], batch_tokens: int, *, bucketing: bool = True, seed: int = 1
+    examples: Pairs, batch_tokens: int, *, bucketing: bool = True, seed: int = 1
 ) -> float:
     """The fraction of padded positions (source + target) in one epoch's batches.
 
@@ -327,11 +257,15 @@ def padding_fraction(
     and `tgt_out` have the same width).
     """
     _check_budget(batch_tokens)
-    src_len, tgt_len = _lengths(examples)
+    src_len, tgt_len = lengths_of(examples)
     if bucketing:
-        batches = _epoch_batches(src_len, tgt_len, batch_tokens, shuffle=True, seed=seed, epoch=0)
+        plan = plan_epoch(src_len, tgt_len, batch_tokens, shuffle=True, seed=seed, epoch=0)
     else:
-        order = list(range(len(examples)))
+        order = list(range(len(src_len)))
         random.Random(f"attnmt-batches:{seed}:random").shuffle(order)
-        batches = _pack(order, src_len, tgt_len, batch_tokens)
-    return _padding(batches, src_len, tgt_len)
+        widths = np.maximum(src_len, tgt_len).tolist()
+        batches = pack(order, widths, batch_tokens)
+        flat = np.array([i for b in batches for i in b], dtype=np.int64)
+        bounds = np.cumsum([0, *map(len, batches)]).astype(np.int64)
+        plan = Plan(flat, bounds, np.arange(len(batches)))
+    return padding(plan, src_len, tgt_len)

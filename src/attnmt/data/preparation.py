@@ -1,118 +1,143 @@
 """From a `DataConfig` to encoded splits, a vocabulary and statistics, cached on disk.
 
     data = prepare(cfg.data)
-    data.train, data.dev, data.test      # lists of Example (ids filled in)
+    data.train                           # a TokenStore: memory-mapped ids, any size
+    data.dev, data.test                  # lists of Example (text, references, ids)
     data.vocab                           # attnmt.data.subwords.Vocab
     data.stats                           # what `attnmt data prepare` prints and writes
     data.directory                       # the cache folder holding all of it
 
-The cache folder is named by a hash of the data options (all but `cache_dir` and
-`batch_tokens`), so a second run with the same options only reads JSON. It holds:
+The cache folder is named by a hash of the data options (all but `cache_dir`,
+`batch_tokens` and `workers`), so a second run with the same options only maps it. It holds
+the token store of each split (`attnmt.data.store`: `{split}.ids`, `.lengths.npy`,
+`.offsets.npy`), the cleaned text (`{split}.src`, `.tgt`, `.id`, `.refN`), `vocab/`,
+`stats.json` and `store.json`. It is written in a temporary folder beside it and renamed
+into place when complete, so a cache folder is whole or absent: a killed preparation leaves
+only a `.KEY.tmp-PID-*` folder that no run trusts (the next preparation removes it).
 
-    examples.json   the splits, text and ids       vocab/        the subword model(s)
-    stats.json      counts, histograms, coverage   {split}.{src,tgt,refN}  plain text
+Your own files (`files`, `tsv`) stream through `attnmt.data.streaming` in bounded memory on
+every core; the other corpora are small and prepared in memory.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnmt.config import IMAGE_CORPORA, DataConfig, to_dict
-from attnmt.data import alignments, bible, images
+import numpy as np
+from tqdm import tqdm
+
+from attnmt.config import DataConfig
+from attnmt.data import alignments, bible, images, streaming
 from attnmt.data.batching import padding_fraction
+from attnmt.data.cache import (
+    CORPORA,
+    IMAGES,
+    SYNTHETIC,
+    PreparedData,
+    cache_key,
+    load_folder,
+    remove_abandoned,
+    save_folder,
+    say_old_caches,
+    write_text,
+)
 from attnmt.data.files import load_split
-from attnmt.data.subwords import Vocab, load_vocab, train_vocab
+from attnmt.data.store import StoreWriter, TokenStore, id_dtype
+from attnmt.data.subwords import Vocab, train_vocab
 from attnmt.data.synthetic import SymbolVocab, make_task
 from attnmt.data.types import Example
 from attnmt.data.vocab import UNK
 from attnmt.errors import DataError
 
-FORMAT = 2  # bump when the cached layout or the cleaning changes
-SYNTHETIC = ("reverse", "copy", "sort")
-IMAGES = IMAGE_CORPORA  # "digits", "cluttered": attnmt.data.images
-CORPORA = ("bible", "files", "tsv", "alignments", *SYNTHETIC, *IMAGES)
-
-
-@dataclass
-class PreparedData:
-    train: list[Example]
-    dev: list[Example]
-    test: list[Example]
-    vocab: Vocab
-    stats: dict[str, Any]
-    directory: Path
-
-    def split(self, name: str) -> list[Example]:
-        if name not in ("train", "dev", "test"):
-            raise DataError(f"unknown split '{name}'; valid splits: train, dev, test")
-        return getattr(self, name)
-
-
-def cache_key(cfg: DataConfig) -> str:
-    """The cache folder's name: a hash of the data options (and of your files' identity)."""
-    options = {k: v for k, v in to_dict(cfg).items() if k not in ("cache_dir", "batch_tokens")}
-    if not options.get("swap"):  # the default leaves the caches made before it existed valid
-        options.pop("swap", None)
-    options["format"] = FORMAT
-    if cfg.corpus in ("files", "tsv"):
-        # Edited or replaced files must not hit the old cache: key on where they are,
-        # their size and modification time.
-        options["files"] = [
-            _file_identity(p, cfg) for p in (cfg.train_path, cfg.dev_path, cfg.test_path) if p
-        ]
-    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:12]
-    own = cfg.corpus in SYNTHETIC or cfg.corpus in IMAGES  # no versions or languages
-    name = cfg.corpus if own else f"{cfg.corpus}-{cfg.src}-{cfg.tgt}"
-    return f"{name}-{digest}".replace("/", "_")
-
-
-def _file_identity(path: str, cfg: DataConfig) -> list:
-    names = [path] if cfg.corpus == "tsv" else [f"{path}.{cfg.src}", f"{path}.{cfg.tgt}"]
-    identity = []
-    for name in names:
-        resolved = Path(name).resolve()
-        try:
-            stat = resolved.stat()
-            identity.append([str(resolved), stat.st_size, stat.st_mtime_ns])
-        except OSError:
-            identity.append([str(resolved), None, None])  # reading it will say what is wrong
-    return identity
-
 
 def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedData:
-    """Read, clean, split, subword and encode the corpus of `cfg` (or load it from cache)."""
+    """Read, clean, split, subword and encode the corpus of `cfg` (or map it from cache)."""
     if cfg.corpus not in CORPORA:
         raise DataError(f"unknown data.corpus '{cfg.corpus}'; valid corpora: {', '.join(CORPORA)}")
-    directory = Path(cfg.cache_dir) / cache_key(cfg)
-    if (directory / "examples.json").is_file() and (directory / "stats.json").is_file():
-        return _load(directory, cfg)
+    key = cache_key(cfg)
+    root = Path(cfg.cache_dir)
+    directory = root / key
+    if (directory / "store.json").is_file():
+        return load_folder(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    remove_abandoned(root, key)
+    say_old_caches(root, key, directory)
     started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}.tmp-{os.getpid()}-"))
+    try:
+        if cfg.corpus in ("files", "tsv"):
+            stats = _prepare_streaming(cfg, tmp, progress)
+        else:
+            stats = _prepare_in_memory(cfg, tmp)
+        stats["seconds"]["total"] = round(time.perf_counter() - started, 2)
+        write_text(tmp / "stats.json", [json.dumps(stats, ensure_ascii=False, indent=2)])
+        try:
+            os.rename(tmp, directory)
+        except OSError:  # another preparation of the same options finished first: use it
+            if not (directory / "store.json").is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    data = load_folder(directory)
+    data.stats.pop("cached", None)
+    return data
+
+
+def decoding_split(cfg: DataConfig, name: str, vocab: Vocab) -> Sequence[Example]:
+    """The split `attnmt evaluate` and `plot` decode, without preparing the training split
+    for it: dev and test come from the cache when it is there, else they are read and
+    encoded with `vocab` (the run's own) and nothing is written. `train` is the store."""
+    if name not in ("train", "dev", "test"):
+        raise DataError(f"unknown split '{name}'; valid splits: train, dev, test")
+    directory = Path(cfg.cache_dir) / cache_key(cfg)
+    if name == "train" or (directory / "store.json").is_file():
+        return prepare(cfg).split(name)
+    if cfg.corpus in ("files", "tsv"):
+        path = getattr(cfg, f"{name}_path")
+        examples = load_split(path, cfg.src, cfg.tgt, cfg.corpus) if path else []
+    else:  # the built-in, synthetic and image corpora: small, read whole
+        examples = _read_splits(cfg)[0][name]
+    for ex in examples:
+        ex.src_ids = vocab.src.encode(ex.src)
+        ex.tgt_ids = vocab.tgt.encode(ex.tgt)
+    return examples
+
+
+def _vocab(cfg: DataConfig, sources: list[str], targets: list[str]) -> Vocab:
+    if cfg.corpus in SYNTHETIC:
+        side = SymbolVocab()
+        return Vocab(side, side, True)
+    if cfg.corpus in IMAGES:
+        return Vocab(images.CanvasVocab(*images.CANVAS[cfg.corpus]), images.digit_vocab(), False)
+    return train_vocab(
+        sources,
+        targets,
+        kind=cfg.subword_type,
+        size=cfg.vocab_size,
+        joint=cfg.joint_vocab,
+        cache_dir=Path(cfg.cache_dir) / "subwords",
+    )
+
+
+def _prepare_in_memory(cfg: DataConfig, folder: Path) -> dict[str, Any]:
+    """The built-in, synthetic and image corpora: small, read whole, written to `folder`."""
     splits, extra = _read_splits(cfg)
     if not splits["train"]:
         raise DataError(f"the training split of data.corpus '{cfg.corpus}' is empty")
     vocab_started = time.perf_counter()
-    if cfg.corpus in SYNTHETIC:
-        side = SymbolVocab()
-        vocab = Vocab(side, side, True)
-    elif cfg.corpus in IMAGES:
-        vocab = Vocab(images.CanvasVocab(*images.CANVAS[cfg.corpus]), images.digit_vocab(), False)
-    else:
-        vocab = train_vocab(
-            [ex.src for ex in splits["train"]],
-            [ex.tgt for ex in splits["train"]],
-            kind=cfg.subword_type,
-            size=cfg.vocab_size,
-            joint=cfg.joint_vocab,
-            cache_dir=Path(cfg.cache_dir) / "subwords",
-        )
+    train = splits["train"]
+    vocab = _vocab(cfg, [ex.src for ex in train], [ex.tgt for ex in train])
     vocab_seconds = time.perf_counter() - vocab_started
     for examples in splits.values():
         for ex in examples:
@@ -120,30 +145,175 @@ def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedData:
             ex.tgt_ids = vocab.tgt.encode(ex.tgt)
     stats = compute_stats(splits, vocab, cfg)
     stats.update(extra)
+    stats["seconds"] = {"subwords": round(vocab_seconds, 2)}
+    save_folder(folder, splits, vocab, stats)
+    return stats
+
+
+def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[str, Any]:
+    """Your own files: dev/test in memory, the training split streamed (module docstring of
+    `attnmt.data.streaming`), in memory that does not grow with it."""
+    if not cfg.train_path:
+        raise DataError(f"data.corpus is '{cfg.corpus}' but data.train_path is empty")
+    held = {}
+    for name in ("dev", "test"):
+        path = getattr(cfg, f"{name}_path")
+        held[name] = load_split(path, cfg.src, cfg.tgt, cfg.corpus) if path else []
+    tsv = cfg.corpus == "tsv"
+    if cfg.train_path == "-" and not tsv:
+        raise DataError(
+            "data.train_path '-' (standard input) needs data.corpus: tsv; two parallel files "
+            "cannot both come from standard input"
+        )
+    paths = (
+        (cfg.train_path,)
+        if tsv
+        else tuple(streaming.resolve(cfg.train_path, lang) for lang in (cfg.src, cfg.tgt))
+    )
+    source = streaming.Source(paths, tsv)
+    started = time.perf_counter()
+    spool = folder / "train.stdin" if cfg.train_path == "-" else None
+    bar = tqdm(
+        unit=" pairs", unit_scale=True, desc="checking", disable=not progress, file=sys.stderr
+    )
+    with bar:
+        scanned = streaming.scan(
+            source, sample_pairs=cfg.subword_sample, seed=cfg.seed, spool=spool, on_chunk=bar.update
+        )
+    scan_seconds = time.perf_counter() - started
+    sample = [
+        (s, t) for s, t in ((" ".join(a.split()), " ".join(b.split())) for a, b in scanned.sample)
+    ]
+    sample = [(s, t) for s, t in sample if s and t and not _filtered(s, t, cfg)]
+    if not scanned.lines or not sample:
+        raise DataError(
+            f"the training split in {', '.join(paths)} has no pair with text on both sides "
+            f"within data.max_words={cfg.max_words}; check the files and the filters"
+        )
+    vocab_started = time.perf_counter()
+    vocab = _vocab(cfg, [s for s, _ in sample], [t for _, t in sample])
+    vocab_seconds = time.perf_counter() - vocab_started
+    dtype = id_dtype(max(vocab.src_vocab_size, vocab.tgt_vocab_size))
+    settings = streaming.Settings(
+        src_model=vocab.src.model_proto,
+        tgt_model=vocab.tgt.model_proto,
+        tsv=tsv,
+        name=source.name,
+        max_words=cfg.max_words,
+        max_ratio=cfg.max_ratio,
+        held_out=frozenset(
+            streaming.pair_hash(ex.src, ex.tgt)
+            for exs in held.values()
+            for ex in exs
+            if cfg.drop_held_out
+        ),
+        dtype=dtype.name,
+    )
+    encode_started = time.perf_counter()
+    workers = streaming.workers_for(cfg.workers, scanned.lines)
+    totals: Counter = Counter()
+    histograms: dict[str, np.ndarray] = {"src": np.zeros(0, np.int64), "tgt": np.zeros(0, np.int64)}
+    writer = StoreWriter(folder, "train", dtype=dtype)
+    texts = {side: open(folder / f"train.{side}", "wb") for side in ("src", "tgt", "id")}  # noqa: SIM115
+    bar = tqdm(
+        total=scanned.lines,
+        unit=" pairs",
+        unit_scale=True,
+        desc="encoding",
+        disable=not progress,
+        file=sys.stderr,
+    )
+    try:
+        for part in streaming.encode(
+            scanned.source, settings, workers=workers, on_chunk=bar.update
+        ):
+            writer.add(part.ids, part.src_lengths, part.tgt_lengths)
+            texts["src"].write(part.src_text)
+            texts["tgt"].write(part.tgt_text)
+            texts["id"].write(part.id_text)
+            totals.update(part.counts)
+            for side, counts in part.histograms.items():
+                histograms[side] = _add(histograms[side], counts)
+    except BaseException:
+        writer.discard()
+        raise
+    finally:
+        bar.close()
+        for handle in texts.values():
+            handle.close()
+    store = writer.close()
+    if spool is not None:
+        spool.unlink()
+    if not totals["kept"]:
+        raise DataError(
+            f"every training pair in {', '.join(paths)} was filtered out (empty sides, "
+            f"data.max_words={cfg.max_words}, data.max_ratio={cfg.max_ratio}, copies of "
+            "dev/test pairs: data.drop_held_out); check the files and the filters"
+        )
+    encode_seconds = time.perf_counter() - encode_started
+    for exs in held.values():
+        for ex in exs:
+            ex.src_ids = vocab.src.encode(ex.src)
+            ex.tgt_ids = vocab.tgt.encode(ex.tgt)
+    stats = compute_stats({"train": [], **held}, vocab, cfg)
+    stats["pairs"]["train"] = totals["kept"]
+    stats["train"] = _streamed_stats(totals, histograms)
+    stats["removed_long"] = totals["long"]
+    stats["removed_duplicates"] = totals["duplicates"]
+    stats["removed_ratio"] = totals["ratio"]
+    stats["removed_empty"] = totals["empty"]
+    stats["lines"] = {"train": scanned.lines}
+    stats["subword_sample"] = len(sample)
+    stats["workers"] = workers or 1
+    save_folder(folder, {"train": [], **held}, vocab, stats, skip=("train",), train_store=store)
+    lengths = TokenStore(folder, "train", dtype=dtype.name)
+    stats["padding_fraction"] = round(padding_fraction(lengths, cfg.batch_tokens), 4)
     stats["seconds"] = {
-        "total": round(time.perf_counter() - started, 2),
+        "scan": round(scan_seconds, 2),
         "subwords": round(vocab_seconds, 2),
+        "encode": round(encode_seconds, 2),
     }
-    _save(directory, splits, vocab, stats, cfg)
-    return PreparedData(splits["train"], splits["dev"], splits["test"], vocab, stats, directory)
+    return stats
+
+
+def _filtered(src: str, tgt: str, cfg: DataConfig) -> bool:
+    """The length and ratio filters of the training split (the streaming workers' own)."""
+    ws, wt = src.count(" ") + 1, tgt.count(" ") + 1
+    if cfg.max_words and max(ws, wt) > cfg.max_words:
+        return True
+    return bool(cfg.max_ratio) and max(ws, wt) > cfg.max_ratio * min(ws, wt)
+
+
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = np.zeros(max(len(a), len(b)), np.int64)
+    out[: len(a)] += a
+    out[: len(b)] += b
+    return out
+
+
+def _streamed_stats(totals: Counter, histograms: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The train entry of stats.json from the workers' counters (compute_stats' shape)."""
+    width = streaming.HISTOGRAM_WIDTH
+
+    def bins(counts: np.ndarray) -> dict[str, int]:
+        return {f"{k * width + 1}-{(k + 1) * width}": int(c) for k, c in enumerate(counts) if c}
+
+    subwords = totals["src_subwords"] + totals["tgt_subwords"]
+    return {
+        "words": {"src": totals["src_words"], "tgt": totals["tgt_words"]},
+        "subwords": {"src": totals["src_subwords"], "tgt": totals["tgt_subwords"]},
+        "subwords_per_word": {
+            "src": round(totals["src_subwords"] / max(1, totals["src_words"]), 3),
+            "tgt": round(totals["tgt_subwords"] / max(1, totals["tgt_words"]), 3),
+        },
+        "coverage": round(1.0 - totals["unk"] / max(1, subwords), 5),
+        "length_histogram_words": {"src": bins(histograms["src"]), "tgt": bins(histograms["tgt"])},
+    }
 
 
 def _read_splits(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, Any]]:
     if cfg.corpus == "bible":
         return _bible(cfg)
-    if cfg.corpus in ("files", "tsv"):
-        splits = {}
-        for name in ("train", "dev", "test"):
-            path = getattr(cfg, f"{name}_path")
-            if not path:
-                if name == "train":
-                    raise DataError(f"data.corpus is '{cfg.corpus}' but data.train_path is empty")
-                splits[name] = []
-                continue
-            splits[name] = load_split(path, cfg.src, cfg.tgt, cfg.corpus)
-        long = [ex for ex in splits["train"] if _too_long(ex, cfg.max_words)]
-        splits["train"] = [ex for ex in splits["train"] if not _too_long(ex, cfg.max_words)]
-        return splits, {"removed_long": len(long)}
     if cfg.corpus == "alignments":
         gold = alignments.load_gold()
         parts = alignments.split_by_book(
@@ -274,50 +444,3 @@ def compute_stats(
     stats["batch_tokens"] = cfg.batch_tokens
     stats["padding_fraction"] = round(padding_fraction(splits["train"], cfg.batch_tokens), 4)
     return stats
-
-
-# --------------------------------------------------------------------------------------
-# The cache folder
-# --------------------------------------------------------------------------------------
-
-
-def _save(directory: Path, splits, vocab: Vocab, stats, cfg: DataConfig) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    vocab.save(directory / "vocab")
-    for name, exs in splits.items():
-        _write_text(directory / f"{name}.src", [ex.src for ex in exs])
-        _write_text(directory / f"{name}.tgt", [ex.tgt for ex in exs])
-        width = max((len(ex.refs) for ex in exs), default=0)
-        for k in range(width):
-            lines = [ex.refs[k] if k < len(ex.refs) else "" for ex in exs]
-            _write_text(directory / f"{name}.ref{k + 2}", lines)
-    payload = {name: [asdict(ex) for ex in exs] for name, exs in splits.items()}
-    _write_text(directory / "examples.json", [json.dumps(payload, ensure_ascii=False)])
-    # stats.json last: its presence marks a complete cache folder.
-    _write_text(directory / "stats.json", [json.dumps(stats, ensure_ascii=False, indent=2)])
-
-
-def _write_text(path: Path, lines: list[str]) -> None:
-    """Write atomically; a unique temporary name, so two preparations never collide."""
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write("".join(line + "\n" for line in lines))
-    os.replace(tmp, path)
-
-
-def _load(directory: Path, cfg: DataConfig) -> PreparedData:
-    try:
-        payload = json.loads((directory / "examples.json").read_text(encoding="utf-8"))
-        stats = json.loads((directory / "stats.json").read_text(encoding="utf-8"))
-        splits = {n: [Example(**ex) for ex in payload[n]] for n in ("train", "dev", "test")}
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise DataError(
-            f"the prepared data in '{directory}' is damaged ({err}); delete that folder "
-            "and run again"
-        ) from None
-    vocab = load_vocab(directory / "vocab")
-    if stats.get("batch_tokens") != cfg.batch_tokens:
-        stats["batch_tokens"] = cfg.batch_tokens
-        stats["padding_fraction"] = round(padding_fraction(splits["train"], cfg.batch_tokens), 4)
-    stats["cached"] = True
-    return PreparedData(splits["train"], splits["dev"], splits["test"], vocab, stats, directory)

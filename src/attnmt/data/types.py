@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -64,13 +65,39 @@ _TENSORS = ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")
 
 def collate(examples: list[Example], indices: list[int] | None = None) -> Batch:
     """Pad a list of examples into a `Batch` (see its docstring for the layout)."""
-    sources = [[*ex.src_ids, EOS] for ex in examples]
-    tgt_in = [[BOS, *ex.tgt_ids] for ex in examples]
-    tgt_out = [[*ex.tgt_ids, EOS] for ex in examples]
-    src, src_mask = pad(sources)
-    tin, tgt_mask = pad(tgt_in)
-    tout, _ = pad(tgt_out)
-    return Batch(src, src_mask, tin, tout, tgt_mask, list(indices or range(len(examples))))
+    rows = list(indices) if indices is not None else list(range(len(examples)))
+    return batch_of_ids([ex.src_ids for ex in examples], [ex.tgt_ids for ex in examples], rows)
+
+
+def batch_of_ids(
+    sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], indices: list[int]
+) -> Batch:
+    """A `Batch` from id sequences (lists or numpy arrays, without BOS/EOS): `src` gets EOS,
+    `tgt_in` BOS, `tgt_out` EOS, each padded with PAD to its longest row."""
+    count = len(sources)
+    src_len = np.fromiter(map(len, sources), np.int64, count)
+    tgt_len = np.fromiter(map(len, targets), np.int64, count)
+    src = np.full((count, int(src_len.max(initial=0)) + 1), PAD, dtype=np.int64)
+    tgt_in = np.full((count, int(tgt_len.max(initial=0)) + 1), PAD, dtype=np.int64)
+    tgt_out = tgt_in.copy()
+    for row, (s, t) in enumerate(zip(sources, targets, strict=True)):
+        src[row, : len(s)] = s
+        tgt_in[row, 1 : len(t) + 1] = t
+        tgt_out[row, : len(t)] = t
+    rows = np.arange(count)
+    src[rows, src_len] = EOS
+    tgt_in[:, 0] = BOS
+    tgt_out[rows, tgt_len] = EOS
+    src_mask = np.arange(src.shape[1])[None, :] <= src_len[:, None]  # (B, S)
+    tgt_mask = np.arange(tgt_in.shape[1])[None, :] <= tgt_len[:, None]  # (B, T)
+    return Batch(
+        torch.from_numpy(src),
+        torch.from_numpy(src_mask),
+        torch.from_numpy(tgt_in),
+        torch.from_numpy(tgt_out),
+        torch.from_numpy(tgt_mask),
+        list(indices),
+    )
 
 
 def pad(rows: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:

@@ -150,11 +150,15 @@ class Run:
         distributed.barrier(self.ctx)
         _setup_logging(self.run_dir, self.ctx.is_main)
 
-        # Rank 0 prepares (and caches) the data first; the others then read the cache.
-        if self.ctx.is_main:
-            self.data = prepare(cfg.data, progress=progress)
+        # The first process of each machine prepares (and caches) the data; the others then
+        # map the same cache. (Machines sharing one disk: the first to finish its cache
+        # folder keeps it, `prepare` renames atomically; `attnmt data prepare` beforehand
+        # saves the duplicate work.)
+        first_here = self.ctx.local_rank == 0
+        if first_here:
+            self.data = prepare(cfg.data, progress=progress and self.ctx.is_main)
         distributed.barrier(self.ctx)
-        if not self.ctx.is_main:
+        if not first_here:
             self.data = prepare(cfg.data, progress=False)
         if not self.data.dev:
             raise UserError(
