@@ -36,6 +36,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -161,7 +162,11 @@ def measure(command: list[str], *, cwd: Path, env: dict | None = None, until=Non
     stop early (the process is then killed) with what it measured."""
     started = time.perf_counter()
     log = open(cwd / "command.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # A session of its own, so that stopping it early stops its children too (torchrun's
+    # workers, the preparation's worker processes).
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     peak, extra = 0, {}
     while proc.poll() is None:
         peak = max(peak, _tree_rss(proc.pid))
@@ -169,7 +174,7 @@ def measure(command: list[str], *, cwd: Path, env: dict | None = None, until=Non
             got = until(time.perf_counter() - started, proc.pid)
             if got is not None:
                 extra = got
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
                 break
         time.sleep(0.05)
     proc.wait()
@@ -221,6 +226,11 @@ def ours(work: Path, corpus: Path, attnmt: str, steps: int) -> dict:
     config = _config(work, corpus, cache, run_dir)
     prep = measure([attnmt, "data", "prepare", str(config), "--json"], cwd=work)
     folder = next(p for p in cache.iterdir() if p.name.startswith("files-"))
+    first = json.loads((folder / "stats.json").read_text())
+    # Again with the subword model cached (the same sample gives the same model): the
+    # check, the encoding and the writing alone, what `datasets` is compared with.
+    shutil.rmtree(folder)
+    again = measure([attnmt, "data", "prepare", str(config), "--json"], cwd=work)
     stats = json.loads((folder / "stats.json").read_text())
     store = json.loads((folder / "store.json").read_text())["splits"]["train"]
     tokens = store["tokens"]["src"] + store["tokens"]["tgt"]
@@ -253,11 +263,10 @@ def ours(work: Path, corpus: Path, attnmt: str, steps: int) -> dict:
         "pairs_kept": stats["pairs"]["train"],
         "prepare_s": prep["seconds"],
         "prepare_peak_mb": prep["peak_rss_mb"],
-        "seconds": stats["seconds"],
-        "pairs_per_s": round(stats["lines"]["train"] / prep["seconds"], 1),
-        "pairs_per_s_without_subwords": round(
-            stats["lines"]["train"] / (prep["seconds"] - stats["seconds"]["subwords"]), 1
-        ),
+        "seconds": first["seconds"],
+        "encode_s": again["seconds"],
+        "encode_peak_mb": again["peak_rss_mb"],
+        "pairs_per_s": round(stats["lines"]["train"] / again["seconds"], 1),
         "tokens": tokens,
         "store_bytes_per_token": round(store_bytes / tokens, 3),
         "folder_bytes_per_token": round(folder_bytes / tokens, 3),
@@ -266,6 +275,77 @@ def ours(work: Path, corpus: Path, attnmt: str, steps: int) -> dict:
         "tokens_per_s": train.get("tokens_per_s"),
         "model": str(folder / "vocab" / "joint.model"),
     }
+
+
+def _memory(pid: int) -> dict:
+    """RssAnon (the process's own) and RssFile (mapped files: the store, libraries) in MB."""
+    out = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(("RssAnon:", "RssFile:")):
+                key, value = line.split(":")
+                out[key] = round(int(value.split()[0]) / 1024, 1)
+    return out
+
+
+def two_processes(work: Path, corpus: Path, attnmt: str, steps: int) -> dict:
+    """`torchrun --nproc_per_node 2` (gloo) on the prepared cache: each process's resident
+    memory (own and file-backed) while training, and the tokens/s of the pair."""
+    cache, run_dir = work / "cache", work / "run-ddp"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    config = _config(work, corpus, cache, run_dir)
+    torchrun = str(Path(attnmt).with_name("torchrun"))
+    metrics = run_dir / "metrics.jsonl"
+    seen: dict = {}
+
+    def until(elapsed: float, pid: int):
+        lines = []
+        if metrics.is_file():
+            lines = [json.loads(x) for x in metrics.read_text().splitlines() if '"train"' in x]
+        if lines and lines[-1]["step"] >= 10:
+            workers = [p for p in _descendants(pid) if _is_trainer(p)]
+            for rank, p in enumerate(sorted(workers)):
+                try:
+                    got = _memory(p)
+                except OSError:
+                    continue
+                best = seen.setdefault(rank, {})
+                for k, v in got.items():
+                    best[k] = max(best.get(k, 0.0), v)
+        if lines and lines[-1]["step"] >= steps:
+            rates = [x["tokens_per_s"] for x in lines if x["step"] > 10]
+            return {
+                "processes": {str(k): v for k, v in seen.items()},
+                "tokens_per_s": round(sum(rates) / len(rates), 1),
+            }
+        return None
+
+    command = [torchrun, "--nproc_per_node", "2", "-m", "attnmt", "train", str(config)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return measure(command, cwd=work, env=env, until=until)
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/task/{p}/children", encoding="ascii") as f:
+                kids = [int(x) for x in f.read().split()]
+        except OSError:
+            kids = []
+        found += kids
+        todo += kids
+    return found
+
+
+def _is_trainer(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"attnmt" in args and b"train" in args and b"--nproc_per_node" not in args
 
 
 HF_SCRIPT = r"""
@@ -358,9 +438,11 @@ def sentencepiece_limit(work: Path, corpus: Path, model: str, cores: int) -> dic
 COLUMNS = (
     ("pairs", "pairs", "{:,}"),
     ("prepare_s", "prepare s", "{:.1f}"),
-    ("pairs_per_s", "pairs/s", "{:,.0f}"),
     ("subwords_s", "of it subwords s", "{:.1f}"),
     ("prepare_peak_mb", "peak MB", "{:,.0f}"),
+    ("encode_s", "cached subwords: s", "{:.1f}"),
+    ("pairs_per_s", "pairs/s", "{:,.0f}"),
+    ("encode_peak_mb", "peak MB", "{:,.0f}"),
     ("hf_s", "datasets s", "{:.1f}"),
     ("hf_peak_mb", "datasets peak MB", "{:,.0f}"),
     ("spm_s", "spm encode s", "{:.1f}"),
@@ -390,10 +472,15 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     panels = (
-        ("prepare time (s)", [("prepare_s", "attnmt"), ("hf_s", "datasets"), ("spm_s", "spm")]),
+        (
+            "prepare time (s)",
+            [("prepare_s", "attnmt"), ("encode_s", "attnmt, spm cached"), ("hf_s", "datasets"),
+             ("spm_s", "spm encode")],
+        ),
         (
             "peak memory (MB)",
-            [("prepare_peak_mb", "prepare"), ("hf_peak_mb", "datasets"), ("train_rss_mb", "train")],
+            [("prepare_peak_mb", "prepare"), ("encode_peak_mb", "spm cached"),
+             ("hf_peak_mb", "datasets"), ("train_rss_mb", "train")],
         ),
         (
             "bytes per token",
@@ -432,6 +519,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="also write the table (Markdown) here")
     parser.add_argument("--results", type=Path, default=HERE / "results" / "data_scale.jsonl")
     parser.add_argument("--plot", type=Path, default=HERE / "results" / "data_scale.png")
+    parser.add_argument(
+        "--ddp", type=int, metavar="PAIRS", help="only: 2 torchrun processes on PAIRS pairs"
+    )
     parser.add_argument(
         "--write-corpus",
         nargs=2,
@@ -480,6 +570,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_corpus:
         folder = build_corpus(int(args.write_corpus[0]), Path(args.write_corpus[1]))
         print(f"wrote {int(args.write_corpus[0]):,} training pairs to {folder}/train.{{src,tgt}}")
+        return 0
+    if args.ddp:
+        corpus = build_corpus(args.ddp, args.work / f"corpus-{args.ddp}")
+        work = args.work / f"run-{args.ddp}"
+        attnmt = str(Path(sys.executable).with_name("attnmt"))
+        if not (work / "cache").is_dir():
+            ours(work, corpus, attnmt, 12)  # prepares the cache the two processes map
+        got = two_processes(work, corpus, attnmt, args.steps)
+        got.update(pairs=args.ddp, cpu=cpu_model(), at=time.strftime("%Y-%m-%d %H:%M:%S"))
+        print(json.dumps(got))
+        append_result(args.results.with_name("data_scale_ddp.jsonl"), got)
         return 0
     rows = measure_sizes(args)
     text = f"{rows[0]['cpu']} ({rows[0]['flags']}), {rows[0]['cores']} cores\n\n{table(rows)}\n"

@@ -343,3 +343,10 @@ def test_two_ranks_share_an_epoch_of_the_store_and_resume_exactly(tmp_path):
             and want.src.equal(got.src)
             and want.tgt_in.equal(got.tgt_in)
         )
+
+
+def test_a_ratio_below_one_is_refused_at_load(tmp_path):
+    from attnmt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"data\.max_ratio is 0\.5.*use 0"):
+        _cfg(tmp_path, "data.max_ratio=0.5")

@@ -237,6 +237,12 @@ def check_data(cfg: DataConfig) -> None:
             f"data.swap turns the alignments corpus round, not '{cfg.corpus}': name the "
             "other direction with data.src and data.tgt instead"
         )
+    if 0 < cfg.max_ratio < 1:
+        raise ConfigError(
+            f"data.max_ratio is {cfg.max_ratio}, but the longer side of a pair over the "
+            "shorter is at least 1, so it would drop every pair: use 0 (keep all) or a ratio "
+            "of 1 or more (Moses' clean-corpus uses 9)"
+        )
     if cfg.corpus == "bible":
         _check_bible(cfg)
     elif cfg.corpus == "alignments":

@@ -40,7 +40,7 @@ class DataConfig:
     max_ratio: float = 0.0
     # The subword model trains on a uniform random sample of this many training pairs
     # (all of them when there are fewer), so its cost stops growing with the corpus.
-    subword_sample: int = 500000
+    subword_sample: int = 200000
     # Processes that clean and encode your own files (files, tsv); 0: one per core.
     workers: int = 0
     # files/tsv: drop training pairs identical to a dev or test pair (a leak that inflates

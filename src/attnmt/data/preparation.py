@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -137,6 +138,9 @@ def _prepare_in_memory(cfg: DataConfig, folder: Path) -> dict[str, Any]:
         raise DataError(f"the training split of data.corpus '{cfg.corpus}' is empty")
     vocab_started = time.perf_counter()
     train = splits["train"]
+    if len(train) > cfg.subword_sample:  # as for your own files: a sample, in corpus order
+        rng = random.Random(f"attnmt-subword-sample:{cfg.seed}")
+        train = [train[i] for i in sorted(rng.sample(range(len(train)), cfg.subword_sample))]
     vocab = _vocab(cfg, [ex.src for ex in train], [ex.tgt for ex in train])
     vocab_seconds = time.perf_counter() - vocab_started
     for examples in splits.values():
@@ -193,6 +197,8 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
     vocab_started = time.perf_counter()
     vocab = _vocab(cfg, [s for s, _ in sample], [t for _, t in sample])
     vocab_seconds = time.perf_counter() - vocab_started
+    sampled = len(sample)
+    scanned.sample, sample = [], []  # not held through the encoding
     dtype = id_dtype(max(vocab.src_vocab_size, vocab.tgt_vocab_size))
     settings = streaming.Settings(
         src_model=vocab.src.model_proto,
@@ -263,7 +269,7 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
     stats["removed_ratio"] = totals["ratio"]
     stats["removed_empty"] = totals["empty"]
     stats["lines"] = {"train": scanned.lines}
-    stats["subword_sample"] = len(sample)
+    stats["subword_sample"] = sampled
     stats["workers"] = workers or 1
     save_folder(folder, {"train": [], **held}, vocab, stats, skip=("train",), train_store=store)
     lengths = TokenStore(folder, "train", dtype=dtype.name)
