@@ -32,6 +32,7 @@ a table to stdout (and `--out`), and one plot of every figure against corpus siz
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -174,7 +175,12 @@ def measure(command: list[str], *, cwd: Path, env: dict | None = None, until=Non
             got = until(time.perf_counter() - started, proc.pid)
             if got is not None:
                 extra = got
-                os.killpg(proc.pid, signal.SIGKILL)
+                # torchrun starts its workers in sessions of their own: kill them by name.
+                for pid in [*_descendants(proc.pid), proc.pid]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 break
         time.sleep(0.05)
     proc.wait()

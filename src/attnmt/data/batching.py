@@ -34,10 +34,15 @@ from torch import Tensor
 from attnmt.data.buckets import Pairs, Plan, lengths_of, pack, padding, plan_epoch
 from attnmt.data.store import TokenStore
 from attnmt.data.types import Batch, batch_of_ids, pad
+from attnmt.devices import release_freed_memory
 
 # Decoding's default budget (translate, evaluate, plot, validation): the same B * S cost,
 # with the source alone known. Beam search divides it by the beam size (K rows a sentence).
 DECODE_BATCH_TOKENS = 4000
+# `padding_fraction` of a corpus larger than this plans a random sample of this many pairs.
+PADDING_SAMPLE = 1_000_000
+# Planning an epoch of this many pairs or more frees enough memory to hand back at once.
+TRIM_AFTER = 100_000
 _STATE_KEYS = ("epoch", "position", "seed", "batch_tokens", "world_size", "rank", "examples")
 
 
@@ -137,6 +142,8 @@ class TokenBatcher:
                 "lower batch_tokens or use fewer processes"
             )
         plan.serve = plan.serve[self.rank : usable : self.world_size]
+        if len(plan.order) >= TRIM_AFTER:  # the plan's buffers, freed, go back to the kernel
+            release_freed_memory()
         return plan
 
     def shard(self, epoch: int) -> list[list[int]]:
@@ -247,17 +254,26 @@ def pad_batch(sequences: Sequence[Sequence[int]], device: torch.device) -> tuple
 
 
 def padding_fraction(
-    examples: Pairs, batch_tokens: int, *, bucketing: bool = True, seed: int = 1
+    examples: Pairs,
+    batch_tokens: int,
+    *,
+    bucketing: bool = True,
+    seed: int = 1,
+    sample: int = PADDING_SAMPLE,
 ) -> float:
     """The fraction of padded positions (source + target) in one epoch's batches.
 
     With `bucketing` (the default) the batches are those `TokenBatcher` serves in epoch 0
     with `seed`; without it, the examples are packed in a random (seeded) order, which is
     the baseline bucketing is meant to beat. Target positions are counted once (`tgt_in`
-    and `tgt_out` have the same width).
+    and `tgt_out` have the same width). Of more than `sample` pairs, a seeded random
+    `sample` of them stands for the whole (planning ten million costs a GB for a statistic).
     """
     _check_budget(batch_tokens)
     src_len, tgt_len = lengths_of(examples)
+    if len(src_len) > sample:
+        chosen = np.sort(np.random.default_rng(seed).choice(len(src_len), sample, replace=False))
+        src_len, tgt_len = src_len[chosen], tgt_len[chosen]
     if bucketing:
         plan = plan_epoch(src_len, tgt_len, batch_tokens, shuffle=True, seed=seed, epoch=0)
     else:

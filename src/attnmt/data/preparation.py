@@ -239,7 +239,7 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
             texts["id"].write(part.id_text)
             totals.update(part.counts)
             for side, counts in part.histograms.items():
-                histograms[side] = _add(histograms[side], counts)
+                histograms[side] = streaming.add_histograms(histograms[side], counts)
     except BaseException:
         writer.discard()
         raise
@@ -263,7 +263,7 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
             ex.tgt_ids = vocab.tgt.encode(ex.tgt)
     stats = compute_stats({"train": [], **held}, vocab, cfg)
     stats["pairs"]["train"] = totals["kept"]
-    stats["train"] = _streamed_stats(totals, histograms)
+    stats["train"] = streaming.train_stats(totals, histograms)
     stats["removed_long"] = totals["long"]
     stats["removed_duplicates"] = totals["duplicates"]
     stats["removed_ratio"] = totals["ratio"]
@@ -288,33 +288,6 @@ def _filtered(src: str, tgt: str, cfg: DataConfig) -> bool:
     if cfg.max_words and max(ws, wt) > cfg.max_words:
         return True
     return bool(cfg.max_ratio) and max(ws, wt) > cfg.max_ratio * min(ws, wt)
-
-
-def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    out = np.zeros(max(len(a), len(b)), np.int64)
-    out[: len(a)] += a
-    out[: len(b)] += b
-    return out
-
-
-def _streamed_stats(totals: Counter, histograms: dict[str, np.ndarray]) -> dict[str, Any]:
-    """The train entry of stats.json from the workers' counters (compute_stats' shape)."""
-    width = streaming.HISTOGRAM_WIDTH
-
-    def bins(counts: np.ndarray) -> dict[str, int]:
-        return {f"{k * width + 1}-{(k + 1) * width}": int(c) for k, c in enumerate(counts) if c}
-
-    subwords = totals["src_subwords"] + totals["tgt_subwords"]
-    return {
-        "words": {"src": totals["src_words"], "tgt": totals["tgt_words"]},
-        "subwords": {"src": totals["src_subwords"], "tgt": totals["tgt_subwords"]},
-        "subwords_per_word": {
-            "src": round(totals["src_subwords"] / max(1, totals["src_words"]), 3),
-            "tgt": round(totals["tgt_subwords"] / max(1, totals["tgt_words"]), 3),
-        },
-        "coverage": round(1.0 - totals["unk"] / max(1, subwords), 5),
-        "length_histogram_words": {"src": bins(histograms["src"]), "tgt": bins(histograms["tgt"])},
-    }
 
 
 def _read_splits(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, Any]]:

@@ -37,6 +37,7 @@ from attnmt.data.types import Example
 from attnmt.errors import DataError
 
 TEXT_SIDES = ("src", "tgt", "id")
+INDEX_CHUNK = 1 << 20  # pairs at a time when `StoreWriter.close` builds the index
 
 
 def id_dtype(vocab_size: int) -> np.dtype:
@@ -47,8 +48,8 @@ def id_dtype(vocab_size: int) -> np.dtype:
 class StoreWriter:
     """Appends chunks of encoded pairs to a split's files; `close` writes the index.
 
-    Memory: the ids go straight to disk; the lengths (4 bytes a pair) stay in memory until
-    `close`, 40 MB for ten million pairs.
+    Memory does not grow with the split: the ids go straight to disk, the lengths to two
+    temporary files, and `close` builds the index from those a million pairs at a time.
     """
 
     def __init__(self, directory: str | Path, split: str, *, dtype: np.dtype):
@@ -56,23 +57,29 @@ class StoreWriter:
         self.split = split
         self.dtype = np.dtype(dtype)
         self._ids = open(self.directory / f"{split}.ids", "wb")  # noqa: SIM115 (closed by close)
-        self._src: list[np.ndarray] = []
-        self._tgt: list[np.ndarray] = []
+        self._lengths = [
+            open(self.directory / f".{split}.{side}-lengths", "w+b")  # noqa: SIM115
+            for side in ("src", "tgt")
+        ]
         self.pairs = 0
-        self.tokens = 0
+        self.tokens = {"src": 0, "tgt": 0}
+        self.longest = 0
 
     def add(self, ids: np.ndarray, src_lengths: np.ndarray, tgt_lengths: np.ndarray) -> None:
         """Append pairs: `ids` holds each pair's source then target ids, in pair order."""
         ids = np.ascontiguousarray(ids, dtype=self.dtype)
-        if int(np.sum(src_lengths, dtype=np.int64) + np.sum(tgt_lengths, dtype=np.int64)) != (
-            ids.size
-        ):
+        src = np.asarray(src_lengths, dtype=np.uint32)
+        tgt = np.asarray(tgt_lengths, dtype=np.uint32)
+        counts = int(src.sum(dtype=np.int64)), int(tgt.sum(dtype=np.int64))
+        if sum(counts) != ids.size:
             raise ValueError("the lengths of a chunk do not add up to its number of ids")
         self._ids.write(ids.tobytes())
-        self._src.append(np.asarray(src_lengths, dtype=np.int64))
-        self._tgt.append(np.asarray(tgt_lengths, dtype=np.int64))
-        self.pairs += len(src_lengths)
-        self.tokens += ids.size
+        for handle, lengths in zip(self._lengths, (src, tgt), strict=True):
+            handle.write(lengths.tobytes())
+        self.pairs += len(src)
+        self.tokens["src"] += counts[0]
+        self.tokens["tgt"] += counts[1]
+        self.longest = max(self.longest, int(src.max(initial=0)), int(tgt.max(initial=0)))
 
     def add_lists(self, sources: list[list[int]], targets: list[list[int]]) -> None:
         """Append pairs given as id lists (the small corpora, prepared in memory)."""
@@ -82,26 +89,38 @@ class StoreWriter:
 
     def discard(self) -> None:
         """Stop writing after an error (the folder it writes in is then deleted whole)."""
-        self._ids.close()
+        for handle in (self._ids, *self._lengths):
+            handle.close()
 
     def close(self) -> dict:
         """Write lengths and offsets; return what the store's metadata records of it."""
         self._ids.close()
-        src = np.concatenate(self._src) if self._src else np.zeros(0, np.int64)
-        tgt = np.concatenate(self._tgt) if self._tgt else np.zeros(0, np.int64)
-        longest = int(max(src.max(initial=0), tgt.max(initial=0)))
-        length_type = np.uint16 if longest < 1 << 16 else np.uint32
-        np.save(
-            self.directory / f"{self.split}.lengths.npy", np.stack([src, tgt]).astype(length_type)
+        length_type = np.uint16 if self.longest < 1 << 16 else np.uint32
+        lengths = np.lib.format.open_memmap(
+            self.directory / f"{self.split}.lengths.npy", "w+", length_type, (2, self.pairs)
         )
-        offsets = np.zeros(len(src) + 1, dtype=np.int64)
-        np.cumsum(src + tgt, out=offsets[1:])
-        np.save(self.directory / f"{self.split}.offsets.npy", offsets)
-        return {
-            "pairs": self.pairs,
-            "tokens": {"src": int(src.sum()), "tgt": int(tgt.sum())},
-            "dtype": self.dtype.name,
-        }
+        offsets = np.lib.format.open_memmap(
+            self.directory / f"{self.split}.offsets.npy", "w+", np.int64, (self.pairs + 1,)
+        )
+        offsets[0] = 0
+        for handle in self._lengths:
+            handle.seek(0)
+        for start in range(0, self.pairs, INDEX_CHUNK):
+            part = [
+                np.frombuffer(handle.read(4 * INDEX_CHUNK), dtype=np.uint32)
+                for handle in self._lengths
+            ]
+            stop = start + len(part[0])
+            lengths[0, start:stop], lengths[1, start:stop] = part
+            running = np.cumsum(part[0].astype(np.int64) + part[1], dtype=np.int64)
+            offsets[start + 1 : stop + 1] = offsets[start] + running
+        lengths.flush()
+        offsets.flush()
+        del lengths, offsets
+        for side, handle in zip(("src", "tgt"), self._lengths, strict=True):
+            handle.close()
+            (self.directory / f".{self.split}.{side}-lengths").unlink()
+        return {"pairs": self.pairs, "tokens": dict(self.tokens), "dtype": self.dtype.name}
 
 
 def _map(path: Path, **kwargs) -> np.ndarray:

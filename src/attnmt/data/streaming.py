@@ -29,11 +29,11 @@ import multiprocessing
 import os
 import random
 import sys
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import sentencepiece as spm
@@ -198,26 +198,28 @@ def scan(
         for first, parts in _chunks(source):
             if spooled is not None:
                 spooled.write(b"".join(parts[0]))
-            texts = [
-                _decode(b"".join(p), path, first)
-                for p, path in zip(parts, source.paths, strict=True)
-            ]
+            for lines_of, path in zip(parts, source.paths, strict=True):
+                _decode(b"".join(lines_of), path, first)  # every byte checked, then dropped
             if source.tsv:
                 _check_tsv(parts[0], source.paths[0], first)
             base, count = lines, len(parts[0])  # this chunk holds pairs base .. base+count-1
             lines += count
             on_chunk(count)
-            if len(sample) >= sample_pairs and take >= lines:
-                continue  # nothing of this chunk goes into the sample: no need to split it
-            split = [_lines(t, count) for t in texts]
-            if source.tsv:
-                rows = [tuple(line.split("\t")[:2]) for line in split[0]]
-            else:
-                rows = list(zip(split[0], split[1], strict=True))
+
+            def row(i: int, parts=parts, base=base) -> tuple[str, str]:
+                """Pair `i` (of the whole split) as text; only sampled lines are decoded."""
+                texts = [p[i - base].removesuffix(b"\n").decode("utf-8") for p in parts]
+                if i == 0:
+                    texts = [t.removeprefix("\ufeff") for t in texts]
+                if source.tsv:
+                    src, tgt = texts[0].split("\t")[:2]
+                    return src, tgt
+                return texts[0], texts[1]
+
             while len(sample) < min(sample_pairs, lines):
-                sample.append(rows[len(sample) - base])  # type: ignore[arg-type]
+                sample.append(row(len(sample)))
             while sample_pairs and take < lines:
-                sample[rng.randrange(sample_pairs)] = rows[take - base]  # type: ignore[assignment]
+                sample[rng.randrange(sample_pairs)] = row(take)
                 weight = _shrink(weight, rng, sample_pairs)
                 take += _skip(rng, weight) + 1
     finally:
@@ -382,3 +384,31 @@ def encode(source: Source, settings: Settings, *, workers: int, on_chunk) -> Ite
 def _count(task: tuple[int, list[bytes]]) -> int:
     blob = task[1][0]
     return blob.count(b"\n") + (not blob.endswith(b"\n"))
+
+
+def add_histograms(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = np.zeros(max(len(a), len(b)), np.int64)
+    out[: len(a)] += a
+    out[: len(b)] += b
+    return out
+
+
+def train_stats(totals: Counter, histograms: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The train entry of stats.json from the workers' counters (the shape of
+    `preparation.compute_stats`)."""
+    width = HISTOGRAM_WIDTH
+
+    def bins(counts: np.ndarray) -> dict[str, int]:
+        return {f"{k * width + 1}-{(k + 1) * width}": int(c) for k, c in enumerate(counts) if c}
+
+    subwords = totals["src_subwords"] + totals["tgt_subwords"]
+    return {
+        "words": {"src": totals["src_words"], "tgt": totals["tgt_words"]},
+        "subwords": {"src": totals["src_subwords"], "tgt": totals["tgt_subwords"]},
+        "subwords_per_word": {
+            "src": round(totals["src_subwords"] / max(1, totals["src_words"]), 3),
+            "tgt": round(totals["tgt_subwords"] / max(1, totals["tgt_words"]), 3),
+        },
+        "coverage": round(1.0 - totals["unk"] / max(1, subwords), 5),
+        "length_histogram_words": {"src": bins(histograms["src"]), "tgt": bins(histograms["tgt"])},
+    }
