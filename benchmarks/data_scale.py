@@ -506,6 +506,7 @@ def plot(rows: list[dict], path: Path) -> None:
                     sizes, [v if v is not None else float("nan") for v in values], "o-", label=label
                 )
         ax.set_xscale("log")
+        ax.set_ylim(bottom=0)  # a flat line looks flat
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("training pairs")
         ax.legend(fontsize=7)
