@@ -350,3 +350,17 @@ def test_a_ratio_below_one_is_refused_at_load(tmp_path):
 
     with pytest.raises(ConfigError, match=r"data\.max_ratio is 0\.5.*use 0"):
         _cfg(tmp_path, "data.max_ratio=0.5")
+
+
+def test_gzip_dev_and_test_files_too_and_an_edited_gz_is_prepared_again(tmp_path):
+    _corpus(tmp_path, 80)
+    for name in ("train.en", "train.fr", "dev.en", "dev.fr"):
+        path = tmp_path / name
+        (tmp_path / f"{name}.gz").write_bytes(gzip.compress(path.read_bytes()))
+        path.unlink()
+    cfg = _cfg(tmp_path)
+    first = prepare(cfg)
+    assert len(first.dev) == 5 and first.dev[0].src_ids == first.vocab.src.encode(first.dev[0].src)
+    raw = gzip.decompress((tmp_path / "train.fr.gz").read_bytes()).replace(b"le ", b"la ", 1)
+    (tmp_path / "train.fr.gz").write_bytes(gzip.compress(raw))
+    assert prepare(cfg).directory != first.directory  # keyed on the .gz file's size and time

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from attnmt.config import IMAGE_CORPORA, DataConfig, to_dict
+from attnmt.data.files import with_suffix
 from attnmt.data.store import StoreWriter, TokenStore, id_dtype
 from attnmt.data.subwords import Vocab, load_vocab
 from attnmt.data.types import Example
@@ -85,7 +86,9 @@ def cache_key(cfg: DataConfig) -> str:
 
 
 def _file_identity(path: str, cfg: DataConfig) -> list:
-    names = [path] if cfg.corpus == "tsv" else [f"{path}.{cfg.src}", f"{path}.{cfg.tgt}"]
+    names = (
+        [path] if cfg.corpus == "tsv" else [with_suffix(path, cfg.src), with_suffix(path, cfg.tgt)]
+    )
     identity = []
     for name in names:
         resolved = Path(name).resolve()

@@ -16,6 +16,7 @@ file and the 1-based line.
 
 from __future__ import annotations
 
+import gzip
 import os
 import sys
 from pathlib import Path
@@ -35,6 +36,11 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     """
     name = _display(path)
     data = sys.stdin.buffer.read() if str(path) == STDIN else _read_bytes(Path(path))
+    if str(path).endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as err:
+            raise DataError(f"{name}: not a readable gzip file ({err}); check the file.") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -113,8 +119,8 @@ def load_split(
     "files"), so a message about an example points back into the data.
     """
     if kind == "files":
-        src_path = Path(f"{os.fspath(path)}.{src_lang}")
-        tgt_path = Path(f"{os.fspath(path)}.{tgt_lang}")
+        src_path = Path(with_suffix(os.fspath(path), src_lang))
+        tgt_path = Path(with_suffix(os.fspath(path), tgt_lang))
         pairs = read_parallel(src_path, tgt_path)
         rows = [(src, tgt, []) for src, tgt in pairs]
         name = src_path.name
@@ -128,6 +134,14 @@ def load_split(
         for number, (src, tgt, refs) in enumerate(rows, start=1)
         if src and tgt
     ]
+
+
+def with_suffix(prefix: str, lang: str) -> str:
+    """`PREFIX.LANG`, or `PREFIX.LANG.gz` when only the compressed file exists."""
+    plain = f"{prefix}.{lang}"
+    if not os.path.exists(plain) and os.path.exists(plain + ".gz"):
+        return plain + ".gz"
+    return plain
 
 
 def _display(path: str | os.PathLike[str]) -> str:

@@ -51,7 +51,7 @@ from attnmt.data.cache import (
     say_old_caches,
     write_text,
 )
-from attnmt.data.files import load_split
+from attnmt.data.files import load_split, with_suffix
 from attnmt.data.store import StoreWriter, TokenStore, id_dtype
 from attnmt.data.subwords import Vocab, train_vocab
 from attnmt.data.synthetic import SymbolVocab, make_task
@@ -172,7 +172,7 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
     paths = (
         (cfg.train_path,)
         if tsv
-        else tuple(streaming.resolve(cfg.train_path, lang) for lang in (cfg.src, cfg.tgt))
+        else tuple(with_suffix(cfg.train_path, lang) for lang in (cfg.src, cfg.tgt))
     )
     source = streaming.Source(paths, tsv)
     started = time.perf_counter()

@@ -50,14 +50,6 @@ def pair_hash(src: str, tgt: str) -> bytes:
     return hashlib.blake2b(f"{src}\t{tgt}".encode(), digest_size=8).digest()
 
 
-def resolve(prefix: str, lang: str) -> str:
-    """`PREFIX.LANG`, or `PREFIX.LANG.gz` when only the compressed file exists."""
-    plain = f"{prefix}.{lang}"
-    if not os.path.exists(plain) and os.path.exists(plain + ".gz"):
-        return plain + ".gz"
-    return plain
-
-
 def open_binary(path: str) -> BinaryIO:
     """A file (or standard input for "-") as bytes, `.gz` decompressed; a DataError naming
     the file when it cannot be opened."""
