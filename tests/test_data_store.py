@@ -364,3 +364,29 @@ def test_gzip_dev_and_test_files_too_and_an_edited_gz_is_prepared_again(tmp_path
     raw = gzip.decompress((tmp_path / "train.fr.gz").read_bytes()).replace(b"le ", b"la ", 1)
     (tmp_path / "train.fr.gz").write_bytes(gzip.compress(raw))
     assert prepare(cfg).directory != first.directory  # keyed on the .gz file's size and time
+
+
+def test_the_ratio_filter_applies_to_the_built_in_corpora_too(tmp_path, monkeypatch):
+    from attnmt.data import preparation
+    from attnmt.data.types import Example
+
+    train = [
+        Example("a b", "c d", id="1"),
+        Example("a", "b c d e", id="2"),
+        *(Example(f"w{i} x", f"y z{i}", id=str(i + 3)) for i in range(20)),
+    ]
+    dev = [Example("a b", "c d", id="dev")]
+    monkeypatch.setattr(
+        preparation,
+        "_read_splits",
+        lambda cfg: ({"train": list(train), "dev": dev, "test": []}, {}),
+    )
+    cfg = load_config(
+        None, [f"data.cache_dir={tmp_path}", "data.vocab_size=30", "data.max_ratio=3"]
+    ).data
+    data = prepare(cfg)
+    assert data.stats["removed_ratio"] == 1 and "a" not in [ex.src for ex in data.train]
+    assert len(data.train) == 21
+    assert streaming.filtered(1, 4, max_words=0, max_ratio=3) == "ratio"
+    assert streaming.filtered(2, 6, max_words=0, max_ratio=3) == ""  # 3x exactly: kept
+    assert streaming.filtered(7, 2, max_words=6, max_ratio=3) == "long"

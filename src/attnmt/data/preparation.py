@@ -134,6 +134,10 @@ def _vocab(cfg: DataConfig, sources: list[str], targets: list[str]) -> Vocab:
 def _prepare_in_memory(cfg: DataConfig, folder: Path) -> dict[str, Any]:
     """The built-in, synthetic and image corpora: small, read whole, written to `folder`."""
     splits, extra = _read_splits(cfg)
+    if cfg.max_ratio and cfg.corpus not in (*SYNTHETIC, *IMAGES):  # as for your own files
+        kept = [ex for ex in splits["train"] if _filtered(ex.src, ex.tgt, cfg) != "ratio"]
+        extra["removed_ratio"] = len(splits["train"]) - len(kept)
+        splits["train"] = kept
     if not splits["train"]:
         raise DataError(f"the training split of data.corpus '{cfg.corpus}' is empty")
     vocab_started = time.perf_counter()
@@ -282,12 +286,11 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
     return stats
 
 
-def _filtered(src: str, tgt: str, cfg: DataConfig) -> bool:
-    """The length and ratio filters of the training split (the streaming workers' own)."""
-    ws, wt = src.count(" ") + 1, tgt.count(" ") + 1
-    if cfg.max_words and max(ws, wt) > cfg.max_words:
-        return True
-    return bool(cfg.max_ratio) and max(ws, wt) > cfg.max_ratio * min(ws, wt)
+def _filtered(src: str, tgt: str, cfg: DataConfig) -> str:
+    """`streaming.filtered` for a pair of texts under `cfg`'s limits."""
+    return streaming.filtered(
+        src.count(" ") + 1, tgt.count(" ") + 1, max_words=cfg.max_words, max_ratio=cfg.max_ratio
+    )
 
 
 def _read_splits(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, Any]]:

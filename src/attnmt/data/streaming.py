@@ -268,6 +268,18 @@ def _start(settings: Settings) -> None:
     )
 
 
+def filtered(src_words: int, tgt_words: int, *, max_words: int, max_ratio: float) -> str:
+    """Why a training pair of these word counts is dropped ("long", "ratio"), or "" if it is
+    kept: more than `max_words` words on a side, or one side `max_ratio` times the other
+    (0 turns either check off). Every corpus's training split goes through it."""
+    longer, shorter = max(src_words, tgt_words), min(src_words, tgt_words)
+    if max_words and longer > max_words:
+        return "long"
+    if max_ratio and longer > max_ratio * shorter:
+        return "ratio"
+    return ""
+
+
 def _histogram(words: np.ndarray) -> np.ndarray:
     return np.bincount(np.maximum(words - 1, 0) // HISTOGRAM_WIDTH)
 
@@ -293,11 +305,9 @@ def encode_chunk(task: tuple[int, list[bytes]]) -> Encoded:
             counts["empty"] += 1
             continue
         ws, wt = src.count(" ") + 1, tgt.count(" ") + 1
-        if s.max_words and max(ws, wt) > s.max_words:
-            counts["long"] += 1
-            continue
-        if s.max_ratio and max(ws, wt) > s.max_ratio * min(ws, wt):
-            counts["ratio"] += 1
+        dropped = filtered(ws, wt, max_words=s.max_words, max_ratio=s.max_ratio)
+        if dropped:
+            counts[dropped] += 1
             continue
         if s.held_out and pair_hash(src, tgt) in s.held_out:
             counts["duplicates"] += 1
