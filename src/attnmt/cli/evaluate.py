@@ -39,21 +39,23 @@ from attnmt.data.preparation import decoding_split
 from attnmt.errors import UserError
 from attnmt.inference import (
     alignment_report,
-    choose_attention,
     evaluate_examples,
     source_limit,
     symmetrized_report,
 )
 from attnmt.inference.alignment import SYMMETRIZATIONS
+from attnmt.inference.attention_maps import run_attention
 from attnmt.inference.vision import image_report
 from attnmt.report import write_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "run",
+        "runs",
+        nargs="+",
         metavar="RUN",
-        help="a run directory (its best checkpoint, else the latest) or a checkpoint directory",
+        help="a run directory (its best checkpoint, else the latest) or a checkpoint "
+        "directory; several RUNs are evaluated as one ensemble (same vocabulary)",
     )
     parser.add_argument(
         "--split", default="test", choices=("test", "dev"), help="which split (default test)"
@@ -65,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out",
         metavar="DIR",
         default=None,
-        help="where to write the report (default RUN/eval, where `attnmt compare` looks)",
+        help="where to write the report (default RUN/eval, where `attnmt compare` looks; "
+        "an ensemble's: the first RUN's eval/ensemble-NAME2-NAME3...)",
     )
     parser.add_argument(
         "--symmetrize-with",
@@ -74,16 +77,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="alignments corpus: a run of the other direction (data.swap); its attention "
         "links are turned round and made one with RUN's by each symmetrization heuristic",
     )
-    add_decoding_arguments(parser, quantize=True)
+    add_decoding_arguments(parser, quantize=True, ensemble=True)
 
 
 def run(args: argparse.Namespace) -> int:
+    args.run = args.runs[0]
     check_decoding_arguments(args)
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
     loaded = load_decoding_run(args)
-    choice = choose_attention(
-        loaded.cfg.model, layer=args.align_layer, head=args.align_head, offset=args.align_offset
+    choice = run_attention(
+        loaded, layer=args.align_layer, head=args.align_head, offset=args.align_offset
     )
     other = _other_direction(args, loaded)
     examples = decoding_split(loaded.cfg.data, args.split, loaded.vocab)[: args.limit]
@@ -106,6 +110,12 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.quantize:  # the speed and scores are those of the quantised model
         result["quantize"] = args.quantize
+    if loaded.members:
+        result["ensemble"] = {
+            "runs": [str(m.run_dir) for m in loaded.members],
+            "checkpoints": [str(m.checkpoint) for m in loaded.members],
+            "mode": args.ensemble_mode,
+        }
     alignments = None
     if loaded.cfg.data.corpus in IMAGE_CORPORA:
         result["images"] = image_report(
@@ -129,10 +139,19 @@ def run(args: argparse.Namespace) -> int:
                     source_limit(other.cfg.model, args.max_source_len),
                     args.batch_tokens,
                 )
-    out_dir = Path(args.out) if args.out else loaded.run_dir / "eval"
+    out_dir = Path(args.out) if args.out else _default_out(loaded)
     files = write_report(result, hypotheses, alignments, out_dir, loaded.run_dir.name)
     print_summary(result, files)
     return 0
+
+
+def _default_out(loaded) -> Path:
+    """RUN/eval; an ensemble's next to its first run's, named after the other members (so
+    the first run's own report is never overwritten)."""
+    if not loaded.members:
+        return loaded.run_dir / "eval"
+    others = "-".join(m.run_dir.name for m in loaded.members[1:])
+    return loaded.run_dir / "eval" / f"ensemble-{others}"
 
 
 def _other_direction(args: argparse.Namespace, loaded) -> Any:
@@ -145,7 +164,7 @@ def _other_direction(args: argparse.Namespace, loaded) -> Any:
             f"'{loaded.cfg.data.corpus}': use it with runs of data.corpus alignments"
         )
     _needs_attention(args.run, loaded)
-    other = load_decoding_run(argparse.Namespace(**{**vars(args), "run": args.symmetrize_with}))
+    other = load_decoding_run(argparse.Namespace(**{**vars(args), "runs": [args.symmetrize_with]}))
     if other.cfg.data.corpus != "alignments" or other.cfg.data.swap == loaded.cfg.data.swap:
         way = "English -> Greek" if loaded.cfg.data.swap else "Greek -> English"
         raise UserError(

@@ -7,20 +7,47 @@ they decode. The source-length limit itself is `attnmt.inference.source_limit`.
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TextIO
 
 from attnmt.data.batching import DECODE_BATCH_TOKENS
 from attnmt.devices import DEVICES, pick_device
-from attnmt.errors import UserError
-from attnmt.inference import MAX_SOURCE_TOKENS, LoadedRun, load_run
+from attnmt.errors import DataError, UserError
+from attnmt.inference import MAX_SOURCE_TOKENS, LoadedRun
+from attnmt.inference.ensemble import MODES, load_ensemble
 from attnmt.inference.translator import QUANTIZATIONS, quantize_model
 
 
-def add_decoding_arguments(parser: argparse.ArgumentParser, *, quantize: bool = False) -> None:
-    """The decoding flags `translate`, `evaluate` and `plot` share (`quantize`: --quantize)."""
+def add_decoding_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    quantize: bool = False,
+    ensemble: bool = False,
+    search: bool = True,
+) -> None:
+    """The decoding flags `translate`, `evaluate`, `score` and `plot` share (`quantize`:
+    --quantize; `ensemble`: --ensemble-mode, for commands that take several RUNs; `search`:
+    --beam and --max-len-ratio, which `score` has no use for)."""
     group = parser.add_argument_group("decoding")
-    group.add_argument(
-        "--beam", type=int, default=1, metavar="K", help="beam size (default 1: greedy decoding)"
-    )
+    if ensemble:
+        group.add_argument(
+            "--ensemble-mode",
+            choices=MODES,
+            default=MODES[0],
+            help="several RUNs decode as one: the mean of their next-token log-probabilities "
+            "(log-linear, default) or the log of their mean probability (linear)",
+        )
+    if search:
+        group.add_argument(
+            "--beam",
+            type=int,
+            default=1,
+            metavar="K",
+            help="beam size (default 1: greedy decoding)",
+        )
     group.add_argument(
         "--alpha",
         type=float,
@@ -28,13 +55,14 @@ def add_decoding_arguments(parser: argparse.ArgumentParser, *, quantize: bool = 
         metavar="A",
         help="GNMT length penalty exponent for beam search (default 0.6)",
     )
-    group.add_argument(
-        "--max-len-ratio",
-        type=float,
-        default=2.0,
-        metavar="R",
-        help="outputs stop at R x source length + 5 subwords (default 2)",
-    )
+    if search:
+        group.add_argument(
+            "--max-len-ratio",
+            type=float,
+            default=2.0,
+            metavar="R",
+            help="outputs stop at R x source length + 5 subwords (default 2)",
+        )
     group.add_argument(
         "--max-source-len",
         type=int,
@@ -92,11 +120,12 @@ def add_decoding_arguments(parser: argparse.ArgumentParser, *, quantize: bool = 
 
 def check_decoding_arguments(args: argparse.Namespace) -> None:
     """One clear sentence for each impossible decoding flag."""
-    if args.beam < 1:
-        raise UserError(f"--beam must be at least 1, got {args.beam}")
+    beam = getattr(args, "beam", 1)
+    if beam < 1:
+        raise UserError(f"--beam must be at least 1, got {beam}")
     if args.alpha < 0:
         raise UserError(f"--alpha must be >= 0, got {args.alpha}")
-    if args.max_len_ratio <= 0:
+    if getattr(args, "max_len_ratio", 1.0) <= 0:
         raise UserError(f"--max-len-ratio must be positive, got {args.max_len_ratio}")
     if args.batch_tokens < 1:
         raise UserError(f"--batch-tokens must be at least 1, got {args.batch_tokens}")
@@ -107,18 +136,61 @@ def check_decoding_arguments(args: argparse.Namespace) -> None:
             f"no {args.device} kernels); use --device cpu, or leave out --quantize"
         )
     n_best = getattr(args, "n_best", 1)
-    if not 1 <= n_best <= args.beam:
+    if not 1 <= n_best <= beam:
         raise UserError(
             f"--n-best {n_best} needs a beam at least as wide: use --beam {max(n_best, 1)} "
-            f"or more (--n-best must be between 1 and --beam, which is {args.beam})"
+            f"or more (--n-best must be between 1 and --beam, which is {beam})"
         )
 
 
 def load_decoding_run(args: argparse.Namespace) -> LoadedRun:
-    """The run `args.run` on the device `--device` names, quantised if `--quantize` asks."""
+    """The run `args.run` (or the ensemble of `args.runs`) on the device `--device` names,
+    quantised if `--quantize` asks."""
     quantize = getattr(args, "quantize", None)
     device = "cpu" if quantize and args.device == "auto" else args.device  # int8: CPU kernels
-    loaded = load_run(args.run, device=pick_device(device, option="--device"))
+    loaded = load_ensemble(
+        getattr(args, "runs", None) or [args.run],
+        device=pick_device(device, option="--device"),
+        mode=getattr(args, "ensemble_mode", MODES[0]),
+        layer=args.align_layer,
+        head=args.align_head,
+    )
     if quantize:
         loaded.model = quantize_model(loaded.model, quantize)
     return loaded
+
+
+def split_runs(paths: list[str], most_inputs: int) -> tuple[list[str], list[str]]:
+    """RUN [RUN ...] followed by up to `most_inputs` input files: the runs are the leading
+    directories; what follows them (files, '-', or nothing) is input. The first path is
+    always a RUN (a wrong one gets load_run's sentence)."""
+    runs = [paths[0]]
+    for path in paths[1:]:
+        if not Path(path).is_dir():
+            break
+        runs.append(path)
+    inputs = paths[len(runs) :]
+    if len(inputs) > most_inputs:
+        extra = inputs[0]
+        raise UserError(
+            f"'{extra}' is neither a run directory nor one of the {most_inputs} input file(s) "
+            f"expected after the runs; give RUN [RUN ...] then the input"
+        )
+    return runs, inputs
+
+
+@contextmanager
+def open_output(path: str | None) -> Iterator[TextIO]:
+    """Standard output (made UTF-8), or the file `-o` names (one sentence if it cannot be)."""
+    if path is None:
+        if (sys.stdout.encoding or "").lower().replace("-", "") != "utf8":
+            with suppress(AttributeError, ValueError):
+                sys.stdout.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
+        yield sys.stdout
+        return
+    try:
+        handle = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+    except OSError as err:
+        raise DataError(f"{path}: cannot be written ({err.strerror}); check the path") from None
+    with handle:
+        yield handle

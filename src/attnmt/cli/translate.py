@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -23,10 +22,12 @@ from attnmt.cli.options import (
     add_decoding_arguments,
     check_decoding_arguments,
     load_decoding_run,
+    open_output,
+    split_runs,
 )
 from attnmt.data.alignments import format_pharaoh
 from attnmt.data.files import read_lines
-from attnmt.errors import DataError, UserError
+from attnmt.errors import UserError
 from attnmt.inference import Sentence, Translator, labels, write_attention
 
 CHUNK_LINES = 256  # lines decoded together: output streams, and weights stay bounded
@@ -38,17 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(an empty line gives an empty line). See docs/decoding.md."
     )
     parser.add_argument(
-        "run",
+        "paths",
+        nargs="+",
         metavar="RUN",
-        help="a run directory (its best checkpoint, else the latest) or one "
-        "checkpoint directory in RUN/checkpoints/",
-    )
-    parser.add_argument(
-        "input",
-        nargs="?",
-        default="-",
-        metavar="FILE",
-        help="UTF-8 text, one sentence per line ('-' or nothing: standard input)",
+        help="RUN [RUN ...] [FILE]: a run directory (its best checkpoint, else the latest) or "
+        "one checkpoint directory in RUN/checkpoints/; several RUNs decode as an ensemble "
+        "(same vocabulary). "
+        "FILE: UTF-8 text, one sentence per line ('-' or nothing: standard input)",
     )
     parser.add_argument(
         "-o",
@@ -69,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a prompt: translate each line typed as soon as it is entered; Ctrl-D ends",
     )
-    add_decoding_arguments(parser, quantize=True)
+    add_decoding_arguments(parser, quantize=True, ensemble=True)
     group = parser.add_argument_group("alignments and plots")
     group.add_argument(
         "--alignments",
@@ -96,6 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.runs, inputs = split_runs(args.paths, 1)
+    args.input = inputs[0] if inputs else "-"
     check_decoding_arguments(args)
     if args.threshold is not None and not 0.0 < args.threshold <= 1.0:
         raise UserError(f"--threshold must be in (0, 1], got {args.threshold}")
@@ -107,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     session = _Session(loaded, args)
     # Read everything before opening the output, so `-o` may name the input file.
     lines = [] if interactive else read_lines(args.input)
-    with _open_output(args.output) as out:
+    with open_output(args.output) as out:
         if interactive:
             session.interactive(out)
             return 0
@@ -126,22 +125,6 @@ def run(args: argparse.Namespace) -> int:
                 out.flush()
     session.report_truncated()
     return 0
-
-
-@contextmanager
-def _open_output(path: str | None) -> Iterator[TextIO]:
-    if path is None:
-        if (sys.stdout.encoding or "").lower().replace("-", "") != "utf8":
-            with suppress(AttributeError, ValueError):
-                sys.stdout.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
-        yield sys.stdout
-        return
-    try:
-        handle = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
-    except OSError as err:
-        raise DataError(f"{path}: cannot be written ({err.strerror}); check the path") from None
-    with handle:
-        yield handle
 
 
 class _Session:

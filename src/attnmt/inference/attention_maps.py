@@ -29,10 +29,11 @@ import torch
 from torch import Tensor
 
 from attnmt.arrays import to_numpy
-from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
-from attnmt.data.vocab import BOS, EOS
+from attnmt.data.batching import DECODE_BATCH_TOKENS
+from attnmt.data.vocab import EOS
 from attnmt.errors import UserError
 from attnmt.inference.alignment import shift_rows
+from attnmt.inference.scoring import forced_decode
 from attnmt.plotting import heatmap, heatmap_grid, load_arrays, save_arrays
 
 # --- which matrix counts -------------------------------------------------------------------
@@ -49,15 +50,20 @@ class AttentionChoice:
     layers: int = 1
     heads: int = 1
     offset: int = 0  # links of target t read off the weights of decoder step t + offset
+    members: int = 0  # an ensemble's: weights (T, M, S), one matrix per member; their mean
 
     def describe(self) -> str:
         shift = f", weights of step t{self.offset:+d}" if self.offset else ""
+        if self.members:
+            return f"mean of {self.members} ensemble members' attention{shift}"
         if not self.transformer:
             return f"decoder attention{shift}"
         head = "mean of heads" if self.head is None else f"head {self.head}"
         return f"layer {self.layer}, {head}{shift}"
 
     def as_dict(self) -> dict[str, Any]:
+        if self.members:
+            return {"layer": None, "head": None, "offset": self.offset, "members": self.members}
         if not self.transformer:
             return {"layer": None, "head": None, "offset": self.offset}
         head = self.head if self.head is not None else "mean"
@@ -94,6 +100,23 @@ def choose_attention(
     return replace(choice, offset=offset)
 
 
+def run_attention(
+    loaded: Any,
+    *,
+    layer: int | None = None,
+    head: int | None = None,
+    offset: int | None = None,
+) -> AttentionChoice:
+    """`choose_attention` for a loaded run, or an ensemble's (`LoadedRun.members`): the
+    mean of its members' matrices, each chosen when the ensemble was loaded."""
+    members = getattr(loaded, "members", None)
+    if not members:
+        return choose_attention(loaded.cfg.model, layer=layer, head=head, offset=offset)
+    if offset is None:
+        offset = ALIGN_OFFSETS.get(loaded.cfg.model.name, 0)
+    return AttentionChoice(offset=offset, members=len(members))
+
+
 def transformer_choice(
     layers: int, heads: int, *, layer: int | None = None, head: int | None = None
 ) -> AttentionChoice:
@@ -116,11 +139,13 @@ def select(weights: Tensor | np.ndarray, choice: AttentionChoice) -> np.ndarray:
     """The (T, S) matrix of `choice` from a hypothesis's weights.
 
     Shapes:
-        weights: (T, S) RNN, or (T, L, H, S) Transformer  ->  (T, S)
+        weights: (T, S) RNN, (T, L, H, S) Transformer or (T, M, S) ensemble  ->  (T, S)
     """
     array = to_numpy(weights)
     if array.ndim == 2:
         return array
+    if choice.members:
+        return array.mean(axis=1)
     if array.ndim != 4:
         raise ValueError(f"weights must be (T, S) or (T, L, H, S), got {array.shape}")
     layer = array[:, choice.layer - 1]  # (T, H, S)
@@ -162,29 +187,8 @@ def forced_weights(
         returns, per pair: (T + 1, S + 1) RNN or (T + 1, L, H, S + 1) Transformer, the
         row and column + 1 being the target and source EOS, as `Hypothesis.weights`.
     """
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    results: list[Tensor | None] = [None] * len(pairs)
-    sources = [[*src, EOS] for src, _ in pairs]
-    targets = [[BOS, *tgt] for _, tgt in pairs]
-    lengths = [max(len(s), len(t)) for s, t in zip(sources, targets, strict=True)]
-    try:
-        for batch in batches_by_length(lengths, batch_tokens):
-            src, src_mask = pad_batch([sources[i] for i in batch], device)
-            tgt_in, _ = pad_batch([targets[i] for i in batch], device)
-            out = model(src, src_mask, tgt_in, need_weights=True)
-            if out.weights is None:
-                raise UserError("this model has no attention, so it has no alignments")
-            weights = out.weights.float().cpu()
-            if weights.dim() == 5:  # (B, L, H, T, S) -> (B, T, L, H, S)
-                weights = weights.permute(0, 3, 1, 2, 4)
-            for row, index in enumerate(batch):
-                t, s = len(targets[index]), len(sources[index])
-                results[index] = weights[row, :t, ..., :s].clone()
-    finally:
-        model.train(was_training)
-    return [r for r in results if r is not None]
+    decoded = forced_decode(model, pairs, need_weights=True, batch_tokens=batch_tokens)
+    return [weights for _, weights in decoded]
 
 
 # --- files: plot data and pictures --------------------------------------------------------
@@ -203,9 +207,12 @@ def write_attention(
     """Save `stem.npz` (weights, labels, metadata) and draw it; returns every file written.
 
     Shapes:
-        weights: (T, S) RNN or (T, L, H, S) Transformer; stored as (T, S) or (L, H, T, S)
+        weights: (T, S) RNN, (T, L, H, S) Transformer or (T, M, S) ensemble; stored as
+        (T, S) or (L, H, T, S) (an ensemble's: the mean of its members, (T, S))
     """
     array = to_numpy(weights).astype(np.float32)
+    if choice.members:  # an ensemble: the mean of its members' matrices is drawn
+        array = select(array, choice)
     if array.ndim == 4:
         array = array.transpose(1, 2, 0, 3)  # (T, L, H, S) -> (L, H, T, S)
     meta = {**choice.as_dict(), **meta}

@@ -28,6 +28,7 @@ class LoadedRun:
     cfg: Config
     model: torch.nn.Module
     vocab: object
+    members: list[LoadedRun] | None = None  # an ensemble's runs (`inference.ensemble`)
 
 
 def find_checkpoint(path: str | Path) -> Path:

@@ -31,7 +31,7 @@ from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_bat
 from attnmt.data.vocab import EOS
 from attnmt.errors import UserError
 from attnmt.inference.alignment import WordView, source_words, target_words, word_view
-from attnmt.inference.attention_maps import aligning, choose_attention, labels, select
+from attnmt.inference.attention_maps import aligning, labels, run_attention, select
 from attnmt.inference.runs import LoadedRun
 from attnmt.inference.search import Hypothesis, beam_search, greedy
 
@@ -260,9 +260,7 @@ class Translator:
         self.max_len_ratio, self.batch_tokens = max_len_ratio, batch_tokens
         self.max_len = max_len
         self.threshold = threshold
-        self.choice = choose_attention(
-            loaded.cfg.model, layer=align_layer, head=align_head, offset=align_offset
-        )
+        self.choice = run_attention(loaded, layer=align_layer, head=align_head, offset=align_offset)
         self.need_weights = need_weights
         if need_weights and not getattr(loaded.model, "uses_attention", True):
             raise UserError(
@@ -341,6 +339,10 @@ class Translator:
             target_pieces=labels(self.vocab.tgt, result.tokens),
             subword_weights=rounded_matrix(select(result.weights, self.choice)),
         )
+        if self.choice.members:  # an ensemble: each member's matrix, the mean above
+            record["member_weights"] = [
+                rounded_matrix(result.weights[:, m]) for m in range(self.choice.members)
+            ]
         if result.nbest is not None:
             record["nbest"] = [
                 {

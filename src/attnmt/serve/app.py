@@ -4,7 +4,8 @@
     app = create_app(decoders, settings)        # then uvicorn.run(app, ...)
 
 Routes: `GET /` (the attention explorer page), `GET /api/health`, `GET /api/models`,
-`GET /api/model?model=NAME`, `POST /api/translate` (runs that read text), `POST /api/read`
+`GET /api/model?model=NAME`, `POST /api/translate` and `POST /api/score` (runs that read
+text: translate, or score given translations by forced decoding), `POST /api/read`
 and `GET /api/examples?model=NAME` (runs that read images); FastAPI's own `/openapi.json`
 and `/docs`. Every error is JSON `{"detail": "one sentence"}` with its status: 401 (API
 key), 404 (no such model), 413 (body or line count over the limit), 422 (malformed JSON, a
@@ -41,6 +42,8 @@ from attnmt.serve.schemas import (
     QueueState,
     ReadRequest,
     ReadResponse,
+    ScoreRequest,
+    ScoreResponse,
     TranslateRequest,
     TranslateResponse,
 )
@@ -282,6 +285,31 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         for number, result in enumerate(results, start=1):  # a shared batch counts on
             result.line = number
         return TranslateResponse(model=name, beam=beam, translations=results)
+
+    @app.post("/api/score", response_model=ScoreResponse, dependencies=api, responses=ERRORS)
+    async def score(body: ScoreRequest, request: Request) -> ScoreResponse | Response:
+        name = decoder_named(body.model)
+        decoder = decoders[name]
+        if decoder.images is not None:
+            raise HTTPException(
+                422, f"model {name!r} ({infos[name].model}) reads images; /api/score scores text"
+            )
+        pairs = [body.pair] if body.pair is not None else list(body.pairs or [])
+        too_many(len(pairs), "pairs")
+        if not decoder.has_attention and (body.alignments or body.weights):
+            raise HTTPException(
+                422,
+                f"model {name!r} ({infos[name].model}) has no attention, so it has no "
+                "alignments or weights; leave out 'alignments' and 'weights'",
+            )
+        options = Options(beam=1, alignments=body.alignments, weights=body.weights, task="score")
+        lines = [(pair.source, pair.target) for pair in pairs]
+        results = await decode(name, lines, options, request)
+        if results is None:
+            return Response(status_code=499)
+        for number, result in enumerate(results, start=1):  # a shared batch counts on
+            result.line = number
+        return ScoreResponse(model=name, scores=results)
 
     @app.post("/api/read", response_model=ReadResponse, dependencies=api, responses=ERRORS)
     async def read(body: ReadRequest, request: Request) -> ReadResponse | Response:

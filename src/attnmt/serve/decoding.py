@@ -13,10 +13,11 @@ import json
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from attnmt.config import IMAGE_MODELS
 from attnmt.data.alignments import format_pharaoh
-from attnmt.inference import LoadedRun, Sentence, Translator
+from attnmt.inference import LoadedRun, Sentence, Translation, Translator
 from attnmt.inference.alignment import source_words, target_words, word_view
 from attnmt.inference.attention_maps import (
     AttentionChoice,
@@ -24,6 +25,7 @@ from attnmt.inference.attention_maps import (
     select,
     transformer_choice,
 )
+from attnmt.inference.scoring import score_pairs
 from attnmt.inference.translator import rounded_matrix
 from attnmt.serve.images import ImageRun
 from attnmt.serve.schemas import (
@@ -35,6 +37,7 @@ from attnmt.serve.schemas import (
     Limits,
     LineResult,
     ModelInfo,
+    ScoreResult,
 )
 from attnmt.serve.worker import Options
 
@@ -151,8 +154,10 @@ class RunDecoder:
     # --- translating ---------------------------------------------------------------------
 
     def __call__(
-        self, lines: Sequence[str], options: Options
-    ) -> list[LineResult] | list[ImageResult]:
+        self, lines: Sequence[Any], options: Options
+    ) -> list[LineResult] | list[ImageResult] | list[ScoreResult]:
+        if options.task == "score":
+            return self.score(lines, options)
         translator = self._translator(options.beam)
         if self.images is not None:  # image texts, made by the app from checked images
             sentences = translator.translate(lines)
@@ -166,6 +171,41 @@ class RunDecoder:
         ]
         for i, sentence in zip(good, sentences, strict=True):
             results[i] = self._result(translator, sentence, options, line=i + 1)
+        return results
+
+    def score(self, pairs: Sequence[tuple[str, str]], options: Options) -> list[ScoreResult]:
+        """Forced decoding of (source, target) pairs (`attnmt.inference.scoring`): the same
+        numbers and maps as a translation, of the target given."""
+        translator = self._translator(1)
+        vocab, limit = translator.vocab, translator.limit
+        results, todo = [], []
+        for n, (source, target) in enumerate(pairs, start=1):
+            (src, bad_src), (tgt, bad_tgt) = (
+                clean_line(text, self.settings.max_line_chars) for text in (source, target)
+            )
+            error = (bad_src and f"source: {bad_src}") or (bad_tgt and f"target: {bad_tgt}")
+            results.append(ScoreResult(line=n, source=src, translation=tgt, error=error or None))
+            if not error:
+                ids = vocab.src.encode(src)
+                sentence = Sentence(n, src, ids[:limit], truncated=len(ids) > limit)
+                todo.append((sentence, vocab.tgt.encode(tgt)))
+        need_weights = self.has_attention and (options.alignments or options.weights)
+        scored = score_pairs(
+            self.loaded.model,
+            [(sentence.ids, tgt_ids) for sentence, tgt_ids in todo],
+            alpha=translator.alpha,
+            need_weights=need_weights,
+        )
+        for (sentence, tgt_ids), one in zip(todo, scored, strict=True):
+            text = results[sentence.line - 1].translation
+            sentence.translation = Translation(
+                text, tgt_ids, one.score, one.weights, log_prob=one.log_prob
+            )
+            result = self._result(translator, sentence, options, line=sentence.line)
+            results[sentence.line - 1] = ScoreResult(
+                **result.model_dump(),
+                token_log_probs=[round(x, DIGITS) for x in one.token_log_probs],
+            )
         return results
 
     def _result(

@@ -185,6 +185,46 @@ class LineResult(BaseModel):
     )
 
 
+class ScorePair(_Strict):
+    source: str = Field(description="a source sentence", examples=["Jesus wept."])
+    target: str = Field(description="a translation of it to score", examples=["Jésus pleura."])
+
+
+class ScoreRequest(_Strict):
+    """Given translations to score (forced decoding), one `pair` or several (`pairs`)."""
+
+    pair: ScorePair | None = Field(None, description="one source and its translation")
+    pairs: list[ScorePair] | None = Field(None, description="several, scored in one batch")
+    model: str | None = Field(
+        None, description="the name of a served run (GET /api/models); the first one if left out"
+    )
+    alignments: bool = Field(
+        False, description="word alignments read off the attention while reading the target"
+    )
+    weights: bool = Field(False, description="the attention matrices, as in /api/translate")
+
+    @model_validator(mode="after")
+    def _one_input(self) -> ScoreRequest:
+        if (self.pair is None) == (self.pairs is None):
+            raise ValueError("give exactly one of 'pair' or 'pairs' (a list of them)")
+        return self
+
+
+class ScoreResult(LineResult):
+    """One scored pair: `translation` is the target as given (whitespace normalised),
+    `score` log P / GNMT's length penalty (alpha 0.6, as the search ranks), `log_prob`
+    log P(target, </s> | source)."""
+
+    token_log_probs: list[float] = Field(
+        default_factory=list, description="log-probability of each of target_pieces (</s> last)"
+    )
+
+
+class ScoreResponse(BaseModel):
+    model: str = Field(description="the run that scored")
+    scores: list[ScoreResult]
+
+
 class TranslateResponse(BaseModel):
     model: str = Field(description="the run that translated")
     beam: int

@@ -36,16 +36,18 @@ class ClientGoneError(Exception):
 
 @dataclass(frozen=True)
 class Options:
-    """How a job's lines are decoded; jobs with equal options share a batch."""
+    """How a job's lines are decoded; jobs with equal options share a batch. `task`:
+    "translate" (lines are sentences) or "score" (lines are (source, target) pairs)."""
 
     beam: int
     alignments: bool
     weights: bool
+    task: str = "translate"
 
 
 @dataclass(eq=False)
 class Job:
-    lines: list[str]
+    lines: list[Any]
     options: Options
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
@@ -65,7 +67,7 @@ class Job:
             self.loop.call_soon_threadsafe(settle)
 
 
-Decode = Callable[[Sequence[str], Options], list[Any]]
+Decode = Callable[[Sequence[Any], Options], list[Any]]
 
 
 class ModelWorker:
@@ -130,7 +132,7 @@ class ModelWorker:
             self._queue.remove(job)
 
     async def run(
-        self, lines: list[str], options: Options, *, timeout: float, disconnected=None
+        self, lines: list[Any], options: Options, *, timeout: float, disconnected=None
     ) -> list[Any]:
         """Queue `lines`, wait for their results. Raises `QueueFullError`, `TimeoutError`, or
         `ClientGoneError` when `disconnected()` (an async callable) says the client left;

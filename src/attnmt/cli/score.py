@@ -1,0 +1,167 @@
+"""`attnmt score RUN [RUN ...] SRC TGT | TSV | -`: how likely a model finds given translations.
+
+    attnmt score runs/quickstart test.en test.fr              # two line-aligned files
+    attnmt score runs/quickstart pairs.tsv --alignments json  # source<TAB>target lines
+    cut -f1,2 pairs.tsv | attnmt score runs/quickstart        # TSV on standard input
+
+One output line per pair, in order: `score<TAB>log_prob<TAB>token log-probs` (the
+length-normalised score the search ranks by, log P(target, EOS | source), and each target
+subword's log-probability then the EOS's, space-separated); `--alignments pharaoh` adds the
+links read off the forced-decoding attention; `--alignments json` prints one JSON object
+per pair with the attention too. A pair whose two sides are empty gives an empty line. The
+scoring itself is `attnmt.inference.scoring` (docs/decoding.md, "Scoring translations").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from attnmt.cli.options import (
+    add_decoding_arguments,
+    check_decoding_arguments,
+    load_decoding_run,
+    open_output,
+    split_runs,
+)
+from attnmt.config import IMAGE_MODELS
+from attnmt.data.alignments import format_pharaoh
+from attnmt.data.files import STDIN, read_parallel, read_tsv
+from attnmt.errors import UserError
+from attnmt.inference import labels, source_limit
+from attnmt.inference.alignment import source_words, target_words, word_view
+from attnmt.inference.attention_maps import aligning, run_attention, select
+from attnmt.inference.scoring import score_pairs
+from attnmt.inference.translator import rounded_matrix
+
+CHUNK_PAIRS = 512  # pairs scored together: output streams, and weights stay bounded
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Score given translations with a trained run (forced decoding): per pair the "
+        "length-normalised score, log P(target | source) and each subword's log-probability; "
+        "the attention and links with --alignments. See docs/decoding.md."
+    )
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="RUN",
+        help="RUN [RUN ...] then SRC TGT (two line-aligned files), one TSV file "
+        "(source<TAB>target), or '-' / nothing (TSV on standard input); several RUNs score "
+        "as an ensemble",
+    )
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here, not to stdout")
+    parser.add_argument(
+        "--alignments",
+        choices=("pharaoh", "json"),
+        help="pharaoh: a fourth column of 'i-j' word links; json: one JSON object per pair "
+        "with the words, links and the word- and subword-level attention",
+    )
+    add_decoding_arguments(parser, quantize=True, ensemble=True, search=False)
+
+
+def read_pairs(inputs: list[str]) -> list[tuple[str, str]]:
+    """(source, target) pairs from two files, one TSV file, or TSV on standard input."""
+    if len(inputs) == 2:
+        return read_parallel(inputs[0], inputs[1])
+    return [(src, tgt) for src, tgt, _ in read_tsv(inputs[0] if inputs else STDIN)]
+
+
+def run(args: argparse.Namespace) -> int:
+    args.runs, inputs = split_runs(args.paths, 2)
+    check_decoding_arguments(args)
+    if not inputs and sys.stdin.isatty():
+        raise UserError(
+            "give SRC TGT files or a TSV file after RUN, or pipe source<TAB>target lines in"
+        )
+    pairs = read_pairs(inputs)  # before the output opens: -o may name an input
+    loaded = load_decoding_run(args)
+    if loaded.cfg.model.name in IMAGE_MODELS:
+        raise UserError("attnmt score reads text pairs; this run's model reads images")
+    need_weights = args.alignments is not None
+    if need_weights and not getattr(loaded.model, "uses_attention", True):
+        raise UserError(
+            f"this run's model ({loaded.cfg.model.name}) has no attention, so it has no "
+            "alignments; leave out --alignments"
+        )
+    choice = run_attention(
+        loaded, layer=args.align_layer, head=args.align_head, offset=args.align_offset
+    )
+    limit = source_limit(loaded.cfg.model, args.max_source_len)
+    vocab = loaded.vocab
+    truncated = 0
+    with open_output(args.output) as out:
+        for start in range(0, len(pairs), CHUNK_PAIRS):
+            chunk = list(enumerate(pairs[start : start + CHUNK_PAIRS], start=start + 1))
+            todo = [(n, s, t) for n, (s, t) in chunk if s or t]
+            ids, cut = [], []
+            for _, src, tgt in todo:
+                src_ids = vocab.src.encode(src)
+                cut.append(len(src_ids) > limit)
+                ids.append((src_ids[:limit], vocab.tgt.encode(tgt)))
+            truncated += sum(cut)
+            scored = score_pairs(
+                loaded.model,
+                ids,
+                alpha=args.alpha,
+                need_weights=need_weights,
+                batch_tokens=args.batch_tokens,
+            )
+            lines = {n: "" for n, _ in chunk}
+            for (n, src, tgt), (src_ids, tgt_ids), result, was_cut in zip(
+                todo, ids, scored, cut, strict=True
+            ):
+                record: dict[str, Any] = {
+                    "line": n,
+                    "source": src,
+                    "target": tgt,
+                    "score": round(result.score, 6),
+                    "log_prob": round(result.log_prob, 6),
+                    "truncated": was_cut,
+                    "target_pieces": labels(vocab.tgt, tgt_ids),
+                    "token_log_probs": [round(x, 4) for x in result.token_log_probs],
+                }
+                if need_weights:
+                    words = word_view(
+                        aligning(result.weights, choice),
+                        source_words(vocab.src, src, len(src_ids)),
+                        target_words(vocab.tgt, tgt_ids, tgt),
+                    )
+                    record.update(
+                        attention=choice.as_dict(),
+                        source_words=words.src_words,
+                        target_words=words.tgt_words,
+                        alignment=format_pharaoh(words.links),
+                        links=[list(link) for link in sorted(words.links)],
+                        word_weights=rounded_matrix(words.word_weights),
+                        source_pieces=labels(vocab.src, src_ids),
+                        subword_weights=rounded_matrix(select(result.weights, choice)),
+                    )
+                lines[n] = format_line(record, args.alignments)
+            for n, _ in chunk:
+                out.write(lines[n] + "\n")
+            out.flush()
+    if truncated:
+        print(
+            f"attnmt score: {truncated} source(s) longer than {limit} subwords were cut there "
+            "(--max-source-len); their scores are of the cut source",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def format_line(record: dict[str, Any], alignments: str | None) -> str:
+    """The output line of one scored pair (`--alignments` chooses the format)."""
+    if alignments == "json":
+        return json.dumps(record, ensure_ascii=False)
+    columns = [
+        f"{record['score']:.4f}",
+        f"{record['log_prob']:.4f}",
+        " ".join(f"{x:.4f}" for x in record["token_log_probs"]),
+    ]
+    if alignments == "pharaoh":
+        columns.append(record["alignment"])
+    return "\t".join(columns)

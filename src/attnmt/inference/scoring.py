@@ -1,0 +1,111 @@
+"""Scoring given translations: forced decoding of (source, target) pairs.
+
+    scored = score_pairs(model, [(src_ids, tgt_ids)], alpha=0.6, need_weights=True)
+    scored[0].log_prob, scored[0].token_log_probs, scored[0].score, scored[0].weights
+
+The model reads each target as if it had written it (teacher forcing, the same pass that
+`forced_weights` uses for the attention scored against gold links), and what it gives each
+target subword and the final EOS is read off its log-softmax. The numbers are those of
+the search: `log_prob` is log P(target, EOS | source), `score` divides it by GNMT's length
+penalty as greedy and beam search do (`search.length_penalty`), so scoring a model's own
+translation gives back the score `translate` printed for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
+from attnmt.data.vocab import BOS, EOS
+from attnmt.errors import UserError
+from attnmt.inference.search import length_penalty
+
+
+@dataclass
+class Scored:
+    """One pair as the model scores it.
+
+    Shapes:
+        token_log_probs: T + 1 floats (each target subword, then EOS);
+        weights: (T + 1, S + 1) RNN, (T + 1, L, H, S + 1) Transformer, (T + 1, M, S + 1)
+        ensemble, or None when not asked for.
+    """
+
+    log_prob: float
+    token_log_probs: list[float]
+    score: float
+    weights: Tensor | None = None
+
+
+@torch.no_grad()
+def forced_decode(
+    model: torch.nn.Module,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    need_weights: bool = False,
+    batch_tokens: int = DECODE_BATCH_TOKENS,
+) -> list[tuple[Tensor, Tensor | None]]:
+    """For each (source ids, target ids) pair, without BOS/EOS: the log-probability of each
+    target subword and the final EOS, and (when asked) the attention that read them.
+
+    Shapes:
+        returns per pair: (T + 1,) log-probabilities; weights (T + 1, S + 1) RNN,
+        (T + 1, L, H, S + 1) Transformer, (T + 1, M, S + 1) ensemble.
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    results: list[tuple[Tensor, Tensor | None] | None] = [None] * len(pairs)
+    sources = [[*src, EOS] for src, _ in pairs]
+    targets = [[BOS, *tgt, EOS] for _, tgt in pairs]  # reads BOS..last, predicts ..EOS
+    lengths = [max(len(s), len(t)) for s, t in zip(sources, targets, strict=True)]
+    try:
+        for batch in batches_by_length(lengths, batch_tokens):
+            src, src_mask = pad_batch([sources[i] for i in batch], device)
+            tgt, _ = pad_batch([targets[i] for i in batch], device)
+            out = model(src, src_mask, tgt[:, :-1], need_weights=need_weights)
+            if need_weights and out.weights is None:
+                raise UserError("this model has no attention, so it has no alignments")
+            log_probs = torch.log_softmax(out.logits.float(), dim=-1)  # (B, T, V)
+            picked = log_probs.gather(2, tgt[:, 1:, None]).squeeze(2).cpu()  # (B, T)
+            weights = None
+            if need_weights:
+                weights = out.weights.float().cpu()
+                if weights.dim() == 5:  # (B, L, H, T, S) -> (B, T, L, H, S)
+                    weights = weights.permute(0, 3, 1, 2, 4)
+            for row, index in enumerate(batch):
+                t, s = len(targets[index]) - 1, len(sources[index])
+                matrix = None if weights is None else weights[row, :t, ..., :s].clone()
+                results[index] = (picked[row, :t].clone(), matrix)
+    finally:
+        model.train(was_training)
+    return [r for r in results if r is not None]
+
+
+def score_pairs(
+    model: torch.nn.Module,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    alpha: float = 0.6,
+    need_weights: bool = False,
+    batch_tokens: int = DECODE_BATCH_TOKENS,
+) -> list[Scored]:
+    """`forced_decode`'s log-probabilities summed and length-normalised as the search does."""
+    scored = []
+    for log_probs, weights in forced_decode(
+        model, pairs, need_weights=need_weights, batch_tokens=batch_tokens
+    ):
+        total = float(log_probs.double().sum())
+        scored.append(
+            Scored(
+                log_prob=total,
+                token_log_probs=log_probs.tolist(),
+                score=total / float(length_penalty(log_probs.numel(), alpha)),
+                weights=weights,
+            )
+        )
+    return scored
