@@ -73,7 +73,8 @@ class Ensemble(nn.Module):
         self.choices = list(choices)
         self.mode = mode
         self.uses_attention = all(getattr(m, "uses_attention", True) for m in members)
-        limits = [m.max_output_tokens for m in members if m.max_output_tokens is not None]
+        limits = [getattr(m, "max_output_tokens", None) for m in members]
+        limits = [limit for limit in limits if limit is not None]
         self.max_output_tokens = min(limits) if limits else None
 
     def combine(self, logits: Sequence[Tensor]) -> Tensor:
