@@ -20,12 +20,18 @@ from attnmt.checkpoint import resolve_checkpoint, write_json_atomic
 from attnmt.data.alignments import write_pharaoh
 from attnmt.errors import CheckpointError, DataError
 from attnmt.inference.alignment import SYMMETRIZATIONS
-from attnmt.metrics import markdown_table
+from attnmt.metrics import markdown_table, reference_streams
 from attnmt.plotting import length_curves
 
 
-def write_report(result, hypotheses, alignments, out_dir: Path, name: str) -> list[Path]:
-    """Write the JSON, markdown, translations, length plot and Pharaoh links."""
+def write_report(
+    result, hypotheses, alignments, out_dir: Path, name: str, references=None
+) -> list[Path]:
+    """Write the JSON, markdown, translations, length plot and Pharaoh links, and with
+    `references` (a list per sentence) one file per reference stream, `{stem}.ref1.txt`...:
+    line i is sentence i's k-th reference, an empty line where it has none (sacrebleu's
+    None: no reference, not an empty one). The scores can be recomputed from these files
+    with sacrebleu alone (docs/decoding.md)."""
 
     stem = f"{result['split']}-beam{result['beam']}"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -37,6 +43,10 @@ def write_report(result, hypotheses, alignments, out_dir: Path, name: str) -> li
     text_path = out_dir / f"{stem}.txt"
     text_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     files.append(text_path)
+    for k, stream in enumerate(reference_streams(references or []), start=1):
+        ref_path = out_dir / f"{stem}.ref{k}.txt"
+        ref_path.write_text("".join((r or "") + "\n" for r in stream), encoding="utf-8")
+        files.append(ref_path)
     if alignments is not None:
         align_path = out_dir / f"{stem}.align"
         write_pharaoh(align_path, [links or set() for links in alignments])

@@ -11,6 +11,7 @@ split `test` and beam 1 (`{split}-beam{K}`):
     RUN/eval/test-beam1.json        every number below, with sacrebleu's signatures
     RUN/eval/test-beam1.md          a short markdown report
     RUN/eval/test-beam1.txt         the translations, one per line
+    RUN/eval/test-beam1.ref1.txt    the references, one file per reference (.ref2.txt...)
     RUN/eval/test-beam1-length.png  BLEU by source length (and .svg)
     RUN/eval/test-beam1.align       gold-alignment corpus only: the predicted links (Pharaoh)
 
@@ -140,7 +141,10 @@ def run(args: argparse.Namespace) -> int:
                     args.batch_tokens,
                 )
     out_dir = Path(args.out) if args.out else _default_out(loaded)
-    files = write_report(result, hypotheses, alignments, out_dir, loaded.run_dir.name)
+    references = [[ex.tgt, *ex.refs] for ex in examples]
+    files = write_report(
+        result, hypotheses, alignments, out_dir, loaded.run_dir.name, references=references
+    )
     print_summary(result, files)
     return 0
 
