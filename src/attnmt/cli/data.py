@@ -160,7 +160,16 @@ def _print_stats(stats: dict, seconds: float, directory, store_bytes: int = 0) -
         print(f"  gold links: dev {links['dev']:,}  test {links['test']:,}")
     sizes = stats["vocab_size"]
     kind = "joint" if stats["joint_vocab"] else "separate"
-    print(f"  vocabulary ({kind}): src {sizes['src']:,}  tgt {sizes['tgt']:,}")
+    asked = stats.get("vocab_asked")
+    short = asked and min(sizes.values()) < asked
+    print(
+        f"  vocabulary ({kind}): src {sizes['src']:,}  tgt {sizes['tgt']:,}"
+        + (
+            f" (data.vocab_size asked for {asked:,}: the training text supports no more)"
+            if short
+            else ""
+        )
+    )
     for split in ("train", "dev", "test"):
         if split in stats:
             s = stats[split]
