@@ -78,6 +78,7 @@ def test_the_page_has_its_examples():
     assert len(commands) >= 7
     assert any("/api/translate" in c and '"weights": true' in c for c in commands)
     assert any("Authorization: Bearer $ATTNMT_API_KEY" in c for c in commands)
+    assert any("/api/score" in c and '"pairs"' in c for c in commands)
     reads = [c for c in commands if "/api/read" in c]
     assert any("/api/examples" in c and "glimpses" in c for c in reads)
 
@@ -108,6 +109,7 @@ def test_curl_example(servers, command, shown):
         assert (reading["glimpses"] is not None) == ("glimpses" in command)
     if shown is not None:
         assert set(answer) == set(json.loads(shown))
-        if "translations" in answer:
-            expected = json.loads(shown)["translations"][0]
-            assert set(answer["translations"][0]) == set(expected)
+        for key in ("translations", "scores"):
+            if key in answer:
+                expected = json.loads(shown)[key][0]
+                assert set(answer[key][0]) == set(expected)
