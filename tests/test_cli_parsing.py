@@ -14,7 +14,10 @@ CASES = {
     "data": (["prepare", "c.yaml", "--json", "--set", "a=1"], {"config": "c.yaml", "json": True}),
     "train": (["c.yaml", "--quiet", "--set", "a=1"], {"config": "c.yaml", "quiet": True}),
     "translate": (["runs/a", "--beam", "5", "in.txt"], {"paths": ["runs/a", "in.txt"], "beam": 5}),
-    "score": (["runs/a", "s.txt", "--alpha", "0", "t.txt"], {"paths": ["runs/a", "s.txt", "t.txt"]}),
+    "score": (
+        ["runs/a", "s.txt", "--alpha", "0", "t.txt"],
+        {"paths": ["runs/a", "s.txt", "t.txt"]},
+    ),
     "evaluate": (["runs/a", "--beam", "2", "runs/b"], {"runs": ["runs/a", "runs/b"], "beam": 2}),
     "plot": (["runs/a", "--sentences", "3", "--reference"], {"run": "runs/a", "reference": True}),
     "align": (["--src", "a", "--tgt", "b"], {"src": "a", "tgt": "b"}),

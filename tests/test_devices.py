@@ -101,12 +101,34 @@ def test_auto_is_bf16_only_where_native_and_measured_faster(hardware):
     assert choose_precision("auto", CPU, "show-attend-tell").name == "fp32"  # AVX2 only
 
 
+def test_each_kind_of_native_bf16_has_its_own_measured_rule(hardware):
+    """A rule measured on one CPU does not speak for another: RNNsearch ran slower in bf16
+    on the Xeon with AMX, faster on the Zen 4 with AVX512-BF16 and no AMX."""
+    hardware.amx = True
+    on_xeon = choose_precision("auto", CPU, "rnnsearch")
+    assert on_xeon.name == "fp32" and "measured on an Intel Xeon with AMX" in on_xeon.reason
+    hardware.amx, hardware.avx512_bf16 = False, True
+    hardware.flags = frozenset({"avx2", "avx512f", "avx512_bf16"})
+    for family in ("rnnsearch", "luong", "transformer", "glimpses", "show-attend-tell"):
+        on_zen4 = choose_precision("auto", CPU, family)
+        assert on_zen4.name == "bf16", family
+        assert "AVX512-BF16 but no AMX" in on_zen4.reason
+        assert "measured on an AMD EPYC Zen 4" in on_zen4.reason
+    assert choose_precision("auto", CPU, "a-new-family").name == "fp32"  # never measured
+    # Every kind's list names real model families only.
+    from attnmt.config.checks import MODELS
+
+    for kind, families in devices.BF16_FASTER.items():
+        assert families <= set(MODELS), kind
+
+
 def test_auto_on_cuda_follows_the_gpu(hardware):
     hardware.cuda = True
     cuda = torch.device("cuda", 0)
     assert choose_precision("auto", cuda, "transformer").name == "fp32"
     hardware.cuda_bf16 = True
-    assert choose_precision("auto", cuda, "transformer").name == "bf16"
+    chosen = choose_precision("auto", cuda, "transformer")
+    assert chosen.name == "bf16" and "not on a GPU" in chosen.reason
     assert choose_precision("auto", torch.device("mps"), "transformer").name == "fp32"
 
 

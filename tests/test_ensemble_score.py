@@ -19,7 +19,7 @@ from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.data.vocab import BOS, EOS
 from attnmt.errors import UserError
-from attnmt.inference import greedy, length_penalty, load_run, translate_ids
+from attnmt.inference import length_penalty, load_run, translate_ids
 from attnmt.inference.ensemble import Ensemble, load_ensemble
 from attnmt.inference.scoring import score_pairs
 from attnmt.serve.app import create_app
@@ -82,7 +82,9 @@ def test_mixed_families_step_and_forward_agree_with_their_members(tiny_runs):
         memory = ensemble.encode(src, mask)
         state = ensemble.init_state(memory)
         for t in range(tgt_in.size(1)):
-            log_probs, state, weights = ensemble.step(tgt_in[:, t], state, memory, need_weights=True)
+            log_probs, state, weights = ensemble.step(
+                tgt_in[:, t], state, memory, need_weights=True
+            )
             torch.testing.assert_close(log_probs, out.logits[:, t], atol=1e-4, rtol=1e-4)
             torch.testing.assert_close(weights, out.weights[:, t], atol=1e-5, rtol=1e-4)
 
@@ -198,7 +200,7 @@ def test_score_reads_two_files_a_tsv_or_stdin_alike(tiny_runs, pair_files, capsy
 
 
 def test_score_alignments_and_errors(tiny_runs, pair_files, tmp_path, capsys):
-    src, tgt, tsv = pair_files
+    src, _, tsv = pair_files
     run = str(tiny_runs["tf"])
     assert main(["score", run, str(tsv), "--alignments", "pharaoh"]) == 0
     first = capsys.readouterr().out.splitlines()[0].split("\t")

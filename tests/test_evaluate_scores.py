@@ -46,7 +46,8 @@ def test_bleu_and_chrf_are_sacrebleu_s_on_the_written_files(evaluated):
     assert len(streams) == 2 and len(hypotheses) == 30
     assert all(len(stream) == 30 for stream in streams)
     assert streams[1].count(None) == 20  # the second reference of every third sentence only
-    bleu = sacrebleu.metrics.BLEU(tokenize=result["bleu_tokenizer"]).corpus_score(hypotheses, streams)
+    bleu = sacrebleu.metrics.BLEU(tokenize=result["bleu_tokenizer"])
+    bleu = bleu.corpus_score(hypotheses, streams)
     chrf = sacrebleu.metrics.CHRF().corpus_score(hypotheses, streams)
     assert result["bleu"] > 0 and result["chrf"] > 0  # a model that writes words
     assert result["bleu"] == pytest.approx(bleu.score, abs=0.005)

@@ -131,17 +131,35 @@ def release_freed_memory() -> bool:
 # --------------------------------------------------------------------------------------
 
 PRECISIONS = ("auto", "fp32", "bf16")
-# Model families that trained faster under bf16 autocast than in fp32 where bf16 is native
-# (an Intel Xeon with AMX; docs/training.md and benchmarks/README.md): the Transformer
-# (1.12x over whole 20-minute runs) and RNNencdec (1.35x in the benchmark), whose time goes
-# to large matrix products. The attentional RNNs ran no faster or slower (RNNsearch 0.86x
-# over a whole run: many small time steps, the casts cost more than they save), so `auto`
-# keeps them in fp32 everywhere. The image models whose time goes to their CNN
-# (show-attend-tell and its no-attention baseline show-tell) trained faster too, with the
-# same results within the spread of seeds (2026-11-25, docs/training.md: captions-hard
-# 7.7 min against 9.0, test exact 92.0% against 91.0%); the glimpses, whose products are
-# tiny, ran 0.70x of fp32 and stay in fp32.
-BF16_FASTER = frozenset({"transformer", "rnnencdec", "show-attend-tell", "show-tell"})
+# The model families that trained faster under bf16 autocast than in fp32, for each kind of
+# hardware that runs bf16 natively, each measured on that kind (a rule measured on one CPU
+# does not speak for another; docs/training.md has the tables and their commands):
+# - "amx", an Intel Xeon with AMX: whole 20-minute runs and benchmarks/train_speed.py. The
+#   Transformer (1.12x over whole runs) and RNNencdec (1.35x), whose time goes to large
+#   matrix products, and the CNN image models (show-attend-tell and its no-attention
+#   baseline show-tell, 1.2-1.5x, same results within the spread of seeds). RNNsearch
+#   ran 0.86x over a whole run, Luong 0.93x, the glimpses 0.70x: fp32.
+# - "avx512_bf16", an AMD EPYC Zen 4 (AVX-512 with AVX512-BF16, no AMX): the training step
+#   of each shipped config as shipped, 30 steps, fp32 and bf16 alternated 2-3 times
+#   (benchmarks/throughput.py, 2026-11-25): bf16 was faster for every family, RNNsearch
+#   1.08-1.10x, Luong 1.23x, RNNencdec 1.19x, the glimpses 1.21x, the Transformer 1.47x,
+#   the CNN image models 1.46-1.57x; whether it changes what the models learn is measured
+#   in docs/training.md (the quickstart at its step budget).
+# - "cuda", a GPU with native bf16: not measured by this project (no GPU here); it takes the
+#   Xeon's list, and the printed reason says so.
+BF16_FASTER = {
+    "amx": frozenset({"transformer", "rnnencdec", "show-attend-tell", "show-tell"}),
+    "avx512_bf16": frozenset(
+        {"rnnsearch", "luong", "rnnencdec", "glimpses", "transformer"}
+        | {"show-attend-tell", "show-tell"}
+    ),
+}
+BF16_FASTER["cuda"] = BF16_FASTER["amx"]
+MEASURED_ON = {
+    "amx": "measured on an Intel Xeon with AMX",
+    "avx512_bf16": "measured on an AMD EPYC Zen 4 with AVX512-BF16",
+    "cuda": "measured on an Intel Xeon with AMX, not on a GPU",
+}
 # What bf16 costs where it is not native, as measured (docs/training.md): a 1024 x 1024
 # matrix product on an AMD EPYC with AVX2 only.
 SLOW_BF16 = "about 1 GFLOP/s against 166 in fp32 on an AVX2-only CPU"
@@ -188,22 +206,29 @@ def cpu_model() -> str:
 
 def native_bf16(device: torch.device) -> tuple[bool, str]:
     """Whether `device` runs bf16 matrix products natively, and what says so."""
+    kind, why = bf16_kind(device)
+    return kind is not None, why
+
+
+def bf16_kind(device: torch.device) -> tuple[str | None, str]:
+    """The kind of native bf16 `device` has (a key of `BF16_FASTER`: "cuda", "amx",
+    "avx512_bf16"), or None where bf16 would be emulated; and what says so."""
     if device.type == "cuda":
         if _cuda_native_bf16():
-            return True, f"{torch.cuda.get_device_name(device)} supports bf16"
-        return False, f"{torch.cuda.get_device_name(device)} has no native bf16"
+            return "cuda", f"{torch.cuda.get_device_name(device)} supports bf16"
+        return None, f"{torch.cuda.get_device_name(device)} has no native bf16"
     if device.type == "mps":
-        return False, "bf16 autocast on Apple mps is not measured here"
+        return None, "bf16 autocast on Apple mps is not measured here"
     # Ask PyTorch first (it checks CPUID), then the kernel's flags; never the vendor name.
     amx = _torch_cpu_check("_is_amx_tile_supported")
     avx512_bf16 = _torch_cpu_check("_is_avx512_bf16_supported")
     flags = cpu_flags()
     if amx or "amx_bf16" in flags:
-        return True, "the CPU has AMX"
+        return "amx", "the CPU has AMX"
     if avx512_bf16 or "avx512_bf16" in flags:
-        return True, "the CPU has AVX512-BF16"
+        return "avx512_bf16", "the CPU has AVX512-BF16 but no AMX"
     best = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    return False, f"the CPU has no AMX or AVX512-BF16 ({best} only)"
+    return None, f"the CPU has no AMX or AVX512-BF16 ({best} only)"
 
 
 def _cuda_native_bf16() -> bool:
@@ -225,9 +250,9 @@ def _torch_cpu_check(name: str) -> bool:
 def choose_precision(requested: str, device: torch.device, model_name: str) -> Precision:
     """`train.precision` resolved for this hardware and model family (see `PRECISIONS`).
 
-    `auto` gives bf16 only where it is native and measured faster for the family
-    (`BF16_FASTER`), fp32 otherwise. An explicit `bf16` is kept, with a warning where the
-    hardware emulates it.
+    `auto` gives bf16 only where it is native and was measured faster for the family on
+    that kind of hardware (`BF16_FASTER`), fp32 otherwise; the reason names where it was
+    measured. An explicit `bf16` is kept, with a warning where the hardware emulates it.
     """
     if requested not in PRECISIONS:
         raise UserError(
@@ -246,8 +271,10 @@ def choose_precision(requested: str, device: torch.device, model_name: str) -> P
         return Precision("bf16", f"train.precision is bf16; {why}", warning)
     if not native:
         return Precision("fp32", f"auto: {why}")
-    if model_name not in BF16_FASTER:
+    kind, _ = bf16_kind(device)
+    where = MEASURED_ON.get(kind or "", "not measured on this hardware")
+    if kind not in BF16_FASTER or model_name not in BF16_FASTER[kind]:
         return Precision(
-            "fp32", f"auto: {why}, but bf16 trained {model_name} slower than fp32 (measured)"
+            "fp32", f"auto: {why}, but bf16 trained {model_name} slower than fp32 ({where})"
         )
-    return Precision("bf16", f"auto: {why} and bf16 trained {model_name} faster (measured)")
+    return Precision("bf16", f"auto: {why} and bf16 trained {model_name} faster ({where})")
