@@ -45,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "length-normalised score, log P(target | source) and each subword's log-probability; "
         "the attention and links with --alignments. See docs/decoding.md."
     )
+    parser.usage = "%(prog)s [options] RUN [RUN ...] [SRC TGT | TSV | -]"
     parser.add_argument(
         "paths",
         nargs="+",

@@ -38,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Translate text, one sentence per line: one output line per input line, in order "
         "(an empty line gives an empty line). See docs/decoding.md."
     )
+    parser.usage = "%(prog)s [options] RUN [RUN ...] [FILE]"
     parser.add_argument(
         "paths",
         nargs="+",
