@@ -53,7 +53,7 @@ from attnmt.data.cache import (
 )
 from attnmt.data.files import load_split, with_suffix
 from attnmt.data.store import StoreWriter, TokenStore, id_dtype
-from attnmt.data.subwords import SentencePieceSide, Vocab, train_vocab
+from attnmt.data.subwords import SentencePieceSide, Vocab, train_vocab, vocab_note
 from attnmt.data.synthetic import SymbolVocab, make_task
 from attnmt.data.types import Example
 from attnmt.data.vocab import UNK
@@ -96,24 +96,6 @@ def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedData:
     if note:
         print(f"attnmt: {note}", file=sys.stderr)
     return data
-
-
-def vocab_note(stats: dict[str, Any]) -> str | None:
-    """One sentence when sentencepiece made fewer subwords than data.vocab_size asked (the
-    training text supports no more: `hard_vocab_limit` is off so that small corpora still
-    train), else None."""
-    asked, sizes = stats.get("vocab_asked"), stats.get("vocab_size", {})
-    if not asked or all(size >= asked for size in sizes.values()):
-        return None
-    if stats.get("joint_vocab"):
-        got = f"{sizes['src']:,}"
-    else:
-        got = f"{sizes['src']:,} (source) and {sizes['tgt']:,} (target)"
-    return (
-        f"data.vocab_size asks for {asked:,} subwords but the training text supports only "
-        f"{got}, which sentencepiece made instead; set data.vocab_size to at most that, or "
-        "train on more text"
-    )
 
 
 def decoding_split(cfg: DataConfig, name: str, vocab: Vocab) -> Sequence[Example]:

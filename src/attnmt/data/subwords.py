@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 
@@ -245,3 +246,21 @@ def train_vocab(
     src = SentencePieceSide(_train_model(sources, kind, size, cache_dir))
     tgt = SentencePieceSide(_train_model(targets, kind, size, cache_dir))
     return Vocab(src, tgt, False)
+
+
+def vocab_note(stats: dict[str, Any]) -> str | None:
+    """One sentence when sentencepiece made fewer subwords than data.vocab_size asked (the
+    training text supports no more: `hard_vocab_limit` is off so that small corpora still
+    train), else None."""
+    asked, sizes = stats.get("vocab_asked"), stats.get("vocab_size", {})
+    if not asked or all(size >= asked for size in sizes.values()):
+        return None
+    if stats.get("joint_vocab"):
+        got = f"{sizes['src']:,}"
+    else:
+        got = f"{sizes['src']:,} (source) and {sizes['tgt']:,} (target)"
+    return (
+        f"data.vocab_size asks for {asked:,} subwords but the training text supports only "
+        f"{got}, which sentencepiece made instead; set data.vocab_size to at most that, or "
+        "train on more text"
+    )
