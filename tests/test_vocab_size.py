@@ -11,11 +11,16 @@ from attnmt.data import prepare
 from conftest import mixed_corpus
 
 
-def test_fewer_subwords_than_asked_are_said_and_recorded(tmp_path, capsys):
-    corpus = mixed_corpus(tmp_path)
-    overrides = [f"data.cache_dir={tmp_path / 'cache'}", "data.corpus=tsv"]
+def tsv_overrides(root, vocab_size: int) -> list[str]:
+    """conftest's small TSV corpus for every split, the cache under `root`."""
+    corpus = mixed_corpus(root)
+    overrides = [f"data.cache_dir={root / 'cache'}", "data.corpus=tsv"]
     overrides += [f"data.{s}_path={corpus}" for s in ("train", "dev", "test")]
-    overrides += ["data.drop_held_out=false", "data.vocab_size=5000"]
+    return [*overrides, "data.drop_held_out=false", f"data.vocab_size={vocab_size}"]
+
+
+def test_fewer_subwords_than_asked_are_said_and_recorded(tmp_path, capsys):
+    overrides = tsv_overrides(tmp_path, 5000)
     data = prepare(load_config(None, overrides).data)
     got = data.vocab.src_vocab_size
     assert got < 5000
@@ -38,10 +43,6 @@ def test_fewer_subwords_than_asked_are_said_and_recorded(tmp_path, capsys):
 
 
 def test_a_vocabulary_the_corpus_supports_says_nothing(tmp_path, capsys):
-    corpus = mixed_corpus(tmp_path)
-    overrides = [f"data.cache_dir={tmp_path / 'cache'}", "data.corpus=tsv"]
-    overrides += [f"data.{s}_path={corpus}" for s in ("train", "dev", "test")]
-    overrides += ["data.drop_held_out=false", "data.vocab_size=60"]
-    data = prepare(load_config(None, overrides).data)
+    data = prepare(load_config(None, tsv_overrides(tmp_path, 60)).data)
     assert data.vocab.src_vocab_size == 60
     assert "vocab_size" not in capsys.readouterr().err

@@ -187,7 +187,9 @@ def forced_weights(
         returns, per pair: (T + 1, S + 1) RNN or (T + 1, L, H, S + 1) Transformer, the
         row and column + 1 being the target and source EOS, as `Hypothesis.weights`.
     """
-    decoded = forced_decode(model, pairs, need_weights=True, batch_tokens=batch_tokens)
+    decoded = forced_decode(
+        model, pairs, need_weights=True, need_log_probs=False, batch_tokens=batch_tokens
+    )
     return [weights for _, weights in decoded]
 
 

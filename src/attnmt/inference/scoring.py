@@ -47,10 +47,13 @@ def forced_decode(
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
     *,
     need_weights: bool = False,
+    need_log_probs: bool = True,
     batch_tokens: int = DECODE_BATCH_TOKENS,
-) -> list[tuple[Tensor, Tensor | None]]:
+) -> list[tuple[Tensor | None, Tensor | None]]:
     """For each (source ids, target ids) pair, without BOS/EOS: the log-probability of each
-    target subword and the final EOS, and (when asked) the attention that read them.
+    target subword and the final EOS (None with `need_log_probs=False`: `forced_weights`
+    reads the attention only, and skips the (B, T, V) log-softmax), and (when asked) the
+    attention that read them.
 
     Shapes:
         returns per pair: (T + 1,) log-probabilities; weights (T + 1, S + 1) RNN,
@@ -59,7 +62,7 @@ def forced_decode(
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    results: list[tuple[Tensor, Tensor | None] | None] = [None] * len(pairs)
+    results: list[tuple[Tensor | None, Tensor | None] | None] = [None] * len(pairs)
     sources = [[*src, EOS] for src, _ in pairs]
     targets = [[BOS, *tgt, EOS] for _, tgt in pairs]  # reads BOS..last, predicts ..EOS
     lengths = [max(len(s), len(t)) for s, t in zip(sources, targets, strict=True)]
@@ -70,8 +73,10 @@ def forced_decode(
             out = model(src, src_mask, tgt[:, :-1], need_weights=need_weights)
             if need_weights and out.weights is None:
                 raise UserError("this model has no attention, so it has no alignments")
-            log_probs = torch.log_softmax(out.logits.float(), dim=-1)  # (B, T, V)
-            picked = log_probs.gather(2, tgt[:, 1:, None]).squeeze(2).cpu()  # (B, T)
+            picked = None
+            if need_log_probs:
+                log_probs = torch.log_softmax(out.logits.float(), dim=-1)  # (B, T, V)
+                picked = log_probs.gather(2, tgt[:, 1:, None]).squeeze(2).cpu()  # (B, T)
             weights = None
             if need_weights:
                 weights = out.weights.float().cpu()
@@ -80,7 +85,8 @@ def forced_decode(
             for row, index in enumerate(batch):
                 t, s = len(targets[index]) - 1, len(sources[index])
                 matrix = None if weights is None else weights[row, :t, ..., :s].clone()
-                results[index] = (picked[row, :t].clone(), matrix)
+                tokens = None if picked is None else picked[row, :t].clone()
+                results[index] = (tokens, matrix)
     finally:
         model.train(was_training)
     return [r for r in results if r is not None]
