@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -22,9 +22,11 @@ from tqdm import tqdm
 
 from attnmt.data.alignments import load_gold
 from attnmt.data.batching import DECODE_BATCH_TOKENS
+from attnmt.data.synthetic import TASKS
 from attnmt.data.types import Example
 from attnmt.inference.alignment import (
     SYMMETRIZATIONS,
+    SideWords,
     alignment_scores,
     diagonal_alignment,
     source_words,
@@ -141,6 +143,66 @@ def _synchronize(device) -> None:
         torch.cuda.synchronize(device)
 
 
+@dataclass
+class GoldPair:
+    """A verse (or synthetic sequence) with known links, as a run reads it."""
+
+    index: int  # in the examples given
+    src_ids: list[int]
+    tgt_ids: list[int]
+    source: SideWords
+    target: SideWords
+    links: set[tuple[int, int]]  # gold (source word, target word), all sure
+    sizes: tuple[int, int]  # words of the source (before any length cut) and target
+
+
+def gold_pairs(
+    loaded: LoadedRun, examples: Sequence[Example], limit: int
+) -> tuple[list[GoldPair], dict[str, int]]:
+    """The examples whose right links are known, with their ids and word maps: verses with
+    gold links (the Greek→English corpus, turned round for English→Greek), or every
+    sequence of a synthetic task (reverse: target j is source n − 1 − j; copy: j; sort: the
+    stable order of the symbols). Returns (them, how many were skipped and why)."""
+    vocab = loaded.vocab
+    swapped = loaded.cfg.data.swap  # English -> Greek: the gold links turned round
+    task = loaded.cfg.data.corpus if loaded.cfg.data.corpus in TASKS else None
+    found: list[GoldPair] = []
+    skipped = {"no_gold": 0, "word_mismatch": 0}
+    for index, ex in enumerate(examples):
+        src_ids = vocab.src.encode(ex.src)
+        tgt_ids = vocab.tgt.encode(ex.tgt)
+        # The gold links index the words of the verse: the word maps must see the same.
+        source = source_words(vocab.src, ex.src, len(src_ids))
+        target = source_words(vocab.tgt, ex.tgt, len(tgt_ids))
+        if task is not None:
+            links = synthetic_links(task, [int(w) for w in ex.src.split()])
+        else:
+            verse = _gold_verse(ex.id, swapped)
+            if verse is None:
+                skipped["no_gold"] += 1
+                continue
+            if (source.words, target.words) != (verse.src, verse.tgt):
+                skipped["word_mismatch"] += 1
+                continue
+            links = verse.links
+        sizes = (len(source.words), len(target.words))
+        if len(src_ids) > limit:  # links to the words cut off count as missed
+            src_ids = src_ids[:limit]
+            source = source_words(vocab.src, ex.src, limit)
+        found.append(GoldPair(index, src_ids, tgt_ids, source, target, set(links), sizes))
+    return found, skipped
+
+
+def synthetic_links(task: str, symbols: Sequence[int]) -> set[tuple[int, int]]:
+    """The right links of a synthetic sequence: (source position, target position)."""
+    n = len(symbols)
+    if task == "reverse":
+        return {(n - 1 - j, j) for j in range(n)}
+    if task == "sort":
+        return {(i, j) for j, i in enumerate(sorted(range(n), key=symbols.__getitem__))}
+    return {(j, j) for j in range(n)}
+
+
 def alignment_report(
     loaded: LoadedRun,
     examples: Sequence[Example],
@@ -152,29 +214,11 @@ def alignment_report(
 
     Returns (the report dict, the predicted links per example: None where skipped).
     """
-    vocab = loaded.vocab
-    swapped = loaded.cfg.data.swap  # English -> Greek: the gold links turned round
-    chosen, pairs, maps = [], [], []
-    skipped = {"no_gold": 0, "word_mismatch": 0}
-    for index, ex in enumerate(examples):
-        verse = _gold_verse(ex.id, swapped)
-        if verse is None:
-            skipped["no_gold"] += 1
-            continue
-        src_ids = vocab.src.encode(ex.src)
-        tgt_ids = vocab.tgt.encode(ex.tgt)
-        # The gold links index the words of the verse: the word maps must see the same.
-        source = source_words(vocab.src, ex.src, len(src_ids))
-        target = source_words(vocab.tgt, ex.tgt, len(tgt_ids))
-        if (source.words, target.words) != (verse.src, verse.tgt):
-            skipped["word_mismatch"] += 1
-            continue
-        if len(src_ids) > limit:  # links to the words cut off count as missed
-            src_ids = src_ids[:limit]
-            source = source_words(vocab.src, ex.src, limit)
-        chosen.append(index)
-        pairs.append((src_ids, tgt_ids))
-        maps.append((source, target, verse))
+    swapped = loaded.cfg.data.swap
+    gold, skipped = gold_pairs(loaded, examples, limit)
+    chosen = [g.index for g in gold]
+    pairs = [(g.src_ids, g.tgt_ids) for g in gold]
+    maps = [(g.source, g.target, g) for g in gold]
     if not pairs:  # nothing scored is not a perfect score
         return {"sentences": 0, "skipped": skipped, "note": "no verse could be scored"}, [
             None
@@ -187,10 +231,10 @@ def alignment_report(
             for w, (source, target, _) in zip(weights, maps, strict=True)
         ]
 
-    sure = [verse.links for _, _, verse in maps]
+    sure = [g.links for g in gold]
     predicted = links_of(choice)
     scores = _rounded(alignment_scores(predicted, sure))
-    diagonal = [diagonal_alignment(len(v.src), len(v.tgt)) for _, _, v in maps]
+    diagonal = [diagonal_alignment(*g.sizes) for g in gold]
     report: dict[str, Any] = {
         "method": "forced decoding of the reference; attention merged to words; each "
         "target word linked to its most-attended source word",

@@ -227,6 +227,7 @@ class Sentence:
     ids: list[int] = field(default_factory=list)  # the source subwords translated
     translation: Translation | None = None
     truncated: bool = False  # the source was cut to `Translator.limit` subwords
+    explanation: Any = None  # `attnmt.explain.Explanation` of the best translation, if asked
 
 
 class Translator:
@@ -253,6 +254,8 @@ class Translator:
         align_offset: int | None = None,
         need_weights: bool = False,
         threshold: float | None = None,
+        explain: str | None = None,
+        ig_steps: int = 32,
     ) -> None:
         self.loaded = loaded
         self.vocab = loaded.vocab
@@ -262,7 +265,12 @@ class Translator:
         self.threshold = threshold
         self.choice = run_attention(loaded, layer=align_layer, head=align_head, offset=align_offset)
         self.need_weights = need_weights
-        if need_weights and not getattr(loaded.model, "uses_attention", True):
+        self.explain, self.ig_steps = explain, ig_steps
+        if explain is not None:
+            from attnmt.explain.methods import check_method  # explain imports inference
+
+            check_method(explain, loaded.model, self.choice)
+        if need_weights and explain is None and not getattr(loaded.model, "uses_attention", True):
             raise UserError(
                 f"this run's model ({loaded.cfg.model.name}) has no attention, so it has no "
                 "alignments or attention plots; leave out --alignments and --plot"
@@ -296,7 +304,32 @@ class Translator:
         )
         for sentence, result in zip(todo, results, strict=True):
             sentence.translation = result
+        if self.explain is not None:
+            self._explain(todo)
         return sentences
+
+    def _explain(self, sentences: Sequence[Sentence]) -> None:
+        """With `explain`: every hypothesis's weights become the method's (T, S) matrix,
+        read while the model reads that hypothesis (forced decoding), so links, JSON and
+        plots show the explanation in place of the attention."""
+        from attnmt.explain.methods import explain
+
+        for sentence in sentences:
+            result = sentence.translation
+            assert result is not None
+            hyps = [result, *(result.nbest or [])]
+            pairs = [(sentence.ids, hyp.tokens) for hyp in hyps]
+            done = explain(
+                self.loaded.model,
+                pairs,
+                self.explain,
+                self.choice,
+                ig_steps=self.ig_steps,
+                batch_tokens=self.batch_tokens,
+            )
+            for hyp, explanation in zip(hyps, done, strict=True):
+                hyp.weights = explanation.matrix
+            sentence.explanation = done[0]
 
     def words(self, sentence: Sentence, hyp: Translation | Hypothesis | None = None) -> WordView:
         """Word-level attention and links of the sentence's best (or the given) hypothesis."""
@@ -323,6 +356,19 @@ class Translator:
             "truncated": sentence.truncated,
             "attention": self.choice.as_dict(),
         }
+        if sentence.explanation is not None:  # the weights below are this method's
+            done = sentence.explanation
+            record["explanation"] = {
+                "method": done.method,
+                "ms": round(1000 * done.seconds, 1),
+                "forward": done.forward,
+                "backward": done.backward,
+                **(
+                    {"completeness_error": round(done.completeness, 5)}
+                    if done.completeness is not None
+                    else {}
+                ),
+            }
         if result is None:
             empty: dict[str, Any] = {"source_words": [], "target_words": [], "alignment": ""}
             empty.update(links=[], word_weights=[], source_pieces=[], target_pieces=[])

@@ -39,14 +39,18 @@ class TransformerMemory(BatchFirst):
         encoded: the encoder stack's output (after the final norm in pre-norm).
         mask: True at real source tokens.
         cross_kv: per decoder layer, its cross-attention's projected keys and values.
+        self_weights: per encoder layer, its self-attention weights, when `encode` was
+            asked for them (attention rollout, `attnmt.explain`); else None.
 
     Shapes:
-        encoded (B, S, D); mask (B, S); cross_kv: L × ((B, H, S, Dh), (B, H, S, Dh))
+        encoded (B, S, D); mask (B, S); cross_kv: L × ((B, H, S, Dh), (B, H, S, Dh));
+        self_weights: L × (B, H, S, S)
     """
 
     encoded: Tensor
     mask: Tensor
     cross_kv: list[KV]
+    self_weights: list[Tensor] | None = None
 
 
 @dataclass
@@ -124,6 +128,8 @@ class Residual(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention, then feed-forward, each in a `Residual` (§3.1).
 
+    With `weights` (a list) the self-attention's weights (B, H, S, S) are appended to it.
+
     Shapes:
         x (B, S, D), mask (B, S) -> (B, S, D)
     """
@@ -135,8 +141,14 @@ class EncoderLayer(nn.Module):
         self.attn_residual = Residual(d_model, dropout, pre_norm)
         self.ff_residual = Residual(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        x = self.attn_residual(x, lambda y: self.self_attn(y, y, y, mask).context)
+    def forward(self, x: Tensor, mask: Tensor, weights: list[Tensor] | None = None) -> Tensor:
+        def attend(y: Tensor) -> Tensor:
+            out = self.self_attn(y, y, y, mask, need_weights=weights is not None)
+            if weights is not None:
+                weights.append(out.weights)  # (B, H, S, S)
+            return out.context
+
+        x = self.attn_residual(x, attend)
         return self.ff_residual(x, self.ff)
 
 
@@ -276,19 +288,25 @@ class Transformer(Seq2Seq):
         )  # (T, D)
         return self.dropout(x + positions)
 
-    def encode(self, src: Tensor, src_mask: Tensor) -> TransformerMemory:
-        """The encoder stack, and every decoder layer's cross-attention keys/values.
+    def encode(
+        self, src: Tensor, src_mask: Tensor, *, need_weights: bool = False
+    ) -> TransformerMemory:
+        """The encoder stack, and every decoder layer's cross-attention keys/values (with
+        `need_weights`, every encoder layer's self-attention weights too).
 
         Shapes:
             src, src_mask (B, S) -> encoded (B, S, D), cross_kv L × (B, H, S, Dh) pairs
         """
         check_inputs(src, src_mask)
         x = self._embed(self.src_embed, src, 0)  # (B, S, D)
+        weights: list[Tensor] | None = [] if need_weights else None
         for layer in self.encoder_layers:
-            x = layer(x, src_mask)
+            x = layer(x, src_mask, weights)
         x = self.encoder_norm(x)
         cross_kv = [layer.cross_attn.precompute_kv(x, x) for layer in self.decoder_layers]
-        return TransformerMemory(encoded=x, mask=src_mask, cross_kv=cross_kv)
+        return TransformerMemory(
+            encoded=x, mask=src_mask, cross_kv=cross_kv, self_weights=weights
+        )
 
     def init_state(self, memory: TransformerMemory) -> TransformerState:
         """Empty caches: L × ((B, H, 0, Dh), (B, H, 0, Dh))."""

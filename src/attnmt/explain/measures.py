@@ -1,0 +1,196 @@
+"""Is an explanation true? Each method measured on the same sentences of a trained run:
+
+- **AER** against gold links (the Greek→English verses, or a synthetic task's known
+  answer): the method's matrix read exactly as the attention is (`aligning`'s step offset,
+  subwords merged to words, each target word linked to its highest-scoring source word).
+- **Deletion and insertion** (Samek et al. 2017; Petsiuk et al. 2018): source words are
+  ranked by the explanation's total over the target (each word's column sum), then
+  replaced by <unk> (every piece of the word; the length stays the same) in that order,
+  10% of the words at a time; the curve is log p(reference) per target token. Deletion
+  should fall fast (a low area), insertion, starting from an all-<unk> source and putting
+  words back, rise fast (a high area). A random order per sentence is the baseline.
+- **ERASER** (DeYoung et al. 2020): comprehensiveness = log p(ref | x) − log p(ref | x
+  without the top k%), sufficiency = log p(ref | x) − log p(ref | only the top k%), each
+  the mean over k = 10, 20, 50%; points of the two curves above.
+- **Cost**: milliseconds per sentence, sequences passed forward and backward per sentence.
+
+    report = explanation_report(loaded, examples, ["attention", "occlusion"], choice, limit)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attnmt.data.vocab import UNK
+from attnmt.explain.methods import SIGNED, explain
+from attnmt.inference.alignment import (
+    SideWords,
+    alignment_scores,
+    diagonal_alignment,
+    shift_rows,
+    source_words,
+    word_view,
+)
+from attnmt.inference.attention_maps import AttentionChoice
+from attnmt.inference.evaluation import gold_pairs
+from attnmt.inference.scoring import forced_decode
+
+FRACTIONS = tuple(round(0.1 * k, 1) for k in range(11))  # of the source words, 0..1
+ERASER_FRACTIONS = (0.1, 0.2, 0.5)
+
+
+@dataclass
+class Item:
+    """One sentence of the measured set."""
+
+    src_ids: list[int]
+    tgt_ids: list[int]
+    source: SideWords
+    target: SideWords
+    links: set[tuple[int, int]] | None  # gold, when known
+
+
+def items_of(loaded: Any, examples: Sequence[Any], limit: int, sentences: int) -> list[Item]:
+    """The first `sentences` examples with gold links (when the corpus has them), else the
+    first `sentences` examples with their references."""
+    gold, _ = gold_pairs(loaded, examples, limit)
+    if gold:
+        return [Item(g.src_ids, g.tgt_ids, g.source, g.target, g.links) for g in gold[:sentences]]
+    vocab, out = loaded.vocab, []
+    for ex in examples[:sentences]:
+        src_ids, tgt_ids = vocab.src.encode(ex.src)[:limit], vocab.tgt.encode(ex.tgt)
+        source = source_words(vocab.src, ex.src, len(src_ids))
+        target = source_words(vocab.tgt, ex.tgt, len(tgt_ids))
+        out.append(Item(src_ids, tgt_ids, source, target, None))
+    return out
+
+
+def word_ranking(matrix: np.ndarray, source: SideWords, target: SideWords) -> list[int]:
+    """Source words, most important first: the column sums of the word-level matrix (ties
+    by position)."""
+    words = word_view(matrix, source, target).word_weights.sum(axis=0)  # (S_words,)
+    return sorted(range(len(words)), key=lambda w: -words[w])
+
+
+def masked(src_ids: Sequence[int], word_of: Sequence[int], words: set[int]) -> list[int]:
+    """The source with every piece of `words` replaced by <unk>."""
+    return [UNK if w in words else i for i, w in zip(src_ids, word_of, strict=True)]
+
+
+def curves(model: Any, items: Sequence[Item], rankings: dict[str, list[list[int]]]) -> dict:
+    """Deletion and insertion curves (mean log p per reference token, at `FRACTIONS`) of
+    each ranking, every variant of every sentence scored in one batched forced decoding."""
+    variants: dict[tuple[int, tuple[int, ...]], int] = {}
+    pairs: list[tuple[list[int], list[int]]] = []
+    plan: dict[str, list[tuple[list[int], list[int]]]] = {}
+
+    def index(n: int, src: list[int]) -> int:
+        key = (n, tuple(src))
+        if key not in variants:
+            variants[key] = len(pairs)
+            pairs.append((src, items[n].tgt_ids))
+        return variants[key]
+
+    for name, per_item in rankings.items():
+        plan[name] = []
+        for n, (item, order) in enumerate(zip(items, per_item, strict=True)):
+            word_of = item.source.word_of
+            every = set(order)
+            deleted, inserted = [], []
+            for fraction in FRACTIONS:
+                top = set(order[: round(fraction * len(order))])
+                deleted.append(index(n, masked(item.src_ids, word_of, top)))
+                inserted.append(index(n, masked(item.src_ids, word_of, every - top)))
+            plan[name].append((deleted, inserted))
+    decoded = forced_decode(model, pairs, need_weights=False, need_log_probs=True)
+    per_token = np.array([float(lp.double().mean()) for lp, _ in decoded])
+    out = {}
+    for name, rows in plan.items():
+        deletion = np.mean([per_token[d] for d, _ in rows], axis=0)  # (fractions,)
+        insertion = np.mean([per_token[i] for _, i in rows], axis=0)
+        full = deletion[0]
+        at = [FRACTIONS.index(f) for f in ERASER_FRACTIONS]
+        out[name] = {
+            "deletion": [round(float(v), 4) for v in deletion],
+            "insertion": [round(float(v), 4) for v in insertion],
+            "deletion_auc": round(float(np.trapezoid(deletion, FRACTIONS)), 4),
+            "insertion_auc": round(float(np.trapezoid(insertion, FRACTIONS)), 4),
+            "comprehensiveness": round(float(np.mean([full - deletion[i] for i in at])), 4),
+            "sufficiency": round(float(np.mean([full - insertion[i] for i in at])), 4),
+        }
+    return out
+
+
+def explanation_report(
+    loaded: Any,
+    examples: Sequence[Any],
+    methods: Sequence[str],
+    choice: AttentionChoice,
+    limit: int,
+    *,
+    sentences: int = 100,
+    ig_steps: int = 32,
+    seed: int = 1,
+) -> dict[str, Any]:
+    """Every measure above for each of `methods`, on the first `sentences` examples (those
+    with gold links where the corpus has them)."""
+    items = items_of(loaded, examples, limit, sentences)
+    if not items:
+        return {"sentences": 0, "note": "no sentence to explain"}
+    model = loaded.model
+    pairs = [(item.src_ids, item.tgt_ids) for item in items]
+    has_gold = all(item.links is not None for item in items)
+    rng = random.Random(seed)
+    rankings: dict[str, list[list[int]]] = {"random": []}
+    for item in items:
+        order = list(range(len(item.source.words)))
+        rng.shuffle(order)
+        rankings["random"].append(order)
+    report: dict[str, Any] = {"sentences": len(items), "methods": {}}
+    if has_gold:
+        sure = [item.links for item in items]
+        diagonal = [diagonal_alignment(len(i.source.words), len(i.target.words)) for i in items]
+        report["diagonal"] = _aer(alignment_scores(diagonal, sure))
+    for method in methods:
+        explained = explain(model, pairs, method, choice, ig_steps=ig_steps)
+        row: dict[str, Any] = {}
+        if has_gold:
+            links = [
+                word_view(shift_rows(e.matrix.numpy(), choice.offset), i.source, i.target).links
+                for e, i in zip(explained, items, strict=True)
+            ]
+            row.update(_aer(alignment_scores(links, sure)))
+        rankings[method] = [
+            word_ranking(e.matrix.numpy(), i.source, i.target)
+            for e, i in zip(explained, items, strict=True)
+        ]
+        row.update(
+            {
+                "ms_per_sentence": round(1000 * np.mean([e.seconds for e in explained]), 1),
+                "forward_per_sentence": round(float(np.mean([e.forward for e in explained])), 1),
+                "backward_per_sentence": round(float(np.mean([e.backward for e in explained])), 1),
+                "signed": method in SIGNED,
+            }
+        )
+        done = [e.completeness for e in explained if e.completeness is not None]
+        if done:
+            row["completeness_error"] = round(float(np.mean(done)), 5)
+        report["methods"][method] = row
+    faithful = curves(model, items, rankings)
+    report["random"] = faithful.pop("random")
+    for method, row in report["methods"].items():
+        row.update(faithful[method])
+        row["better_than_random"] = row["deletion_auc"] < report["random"]["deletion_auc"]
+    report["fractions"] = list(FRACTIONS)
+    report["eraser_fractions"] = list(ERASER_FRACTIONS)
+    report["replacement"] = "<unk> for every piece of a removed word"
+    return report
+
+
+def _aer(scores: dict[str, Any]) -> dict[str, float]:
+    return {k: round(100 * scores[k], 2) for k in ("aer", "precision", "recall")}
