@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 CELL_INCHES = 0.3  # side of one attention cell: ~0.3 in per token keeps 9 pt labels apart
 MIN_INCHES = 2.0  # smallest side of a heatmap, so a two-word sentence is still readable
 FONT_SIZE = 9
+SCALES = ("weights", "row", "signed")  # how `heatmap` shades a matrix (`_draw_matrix`)
 
 
 # --- drawing style -------------------------------------------------------------------------
@@ -113,9 +114,21 @@ def _draw_matrix(
     *,
     src_labels: bool = True,
     tgt_labels: bool = True,
+    scale: str = "weights",
 ) -> None:
-    """One (T, S) matrix: 0 black, 1 white; source labels on top, target labels on the left."""
-    ax.imshow(weights, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    """One (T, S) matrix, source labels on top, target labels on the left. `scale`:
+    "weights" 0 black, 1 white; "row" each row divided by its largest value (scores that
+    are not probabilities); "signed" each row divided by its largest magnitude, positive
+    red, negative blue, 0 white (attributions)."""
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    if scale == "weights":
+        ax.imshow(weights, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    else:
+        top = np.abs(weights).max(axis=1, keepdims=True) if weights.size else weights
+        shown = weights / np.where(top > 0, top, 1.0)
+        cmap, low = ("gray", 0.0) if scale == "row" else ("RdBu_r", -1.0)
+        ax.imshow(shown, cmap=cmap, vmin=low, vmax=1.0, aspect="auto", interpolation="nearest")
     ax.xaxis.tick_top()
     text = {"parse_math": False}  # a "$" in a token is a dollar, not mathtext
     ax.set_xticks(range(len(src.shown)), src.shown, rotation=90, **text, **src.style())
@@ -147,6 +160,7 @@ def heatmap(
     title: str | None = None,
     formats: Sequence[str] = ("png", "svg"),
     dpi: int = 100,
+    scale: str = "weights",
 ) -> list[Path]:
     """Draw one attention matrix (Bahdanau et al. 2014, Fig. 3); returns the files written.
 
@@ -163,7 +177,7 @@ def heatmap(
     with _drawing(src, tgt, head):
         fig = Figure(figsize=(_side(len(src_tokens)), _side(len(tgt_tokens))))
         ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
-        _draw_matrix(ax, array, src, tgt)
+        _draw_matrix(ax, array, src, tgt, scale=scale)
         if title:
             ax.set_title(head.shown[0], **head.style())
         return _save(fig, path_stem, formats, dpi)

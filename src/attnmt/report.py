@@ -19,6 +19,7 @@ from typing import Any
 from attnmt.checkpoint import resolve_checkpoint, write_json_atomic
 from attnmt.data.alignments import write_pharaoh
 from attnmt.errors import CheckpointError, DataError
+from attnmt.explain.measures import markdown_rows
 from attnmt.inference.alignment import SYMMETRIZATIONS
 from attnmt.metrics import markdown_table, reference_streams
 from attnmt.plotting import length_curves
@@ -87,6 +88,8 @@ def markdown(result: dict[str, Any], plot_name: str) -> str:
     alignment = result.get("alignment")
     if alignment and "aer" in alignment:
         lines += _alignment_markdown(alignment)
+    if result.get("explanations"):
+        lines += markdown_rows(result["explanations"])
     lines += [
         "## Speed",
         "",

@@ -32,12 +32,16 @@ from typing import Any
 
 from attnmt.cli.options import (
     add_decoding_arguments,
+    add_explain_arguments,
     check_decoding_arguments,
+    explain_methods,
     load_decoding_run,
 )
 from attnmt.config import IMAGE_CORPORA
 from attnmt.data.preparation import decoding_split
 from attnmt.errors import UserError
+from attnmt.explain import check_method, explanation_report
+from attnmt.explain.images import image_explanations
 from attnmt.inference import (
     alignment_report,
     evaluate_examples,
@@ -79,6 +83,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "links are turned round and made one with RUN's by each symmetrization heuristic",
     )
     add_decoding_arguments(parser, quantize=True, ensemble=True)
+    add_explain_arguments(parser, several=True)
+    parser.add_argument(
+        "--explain-sentences",
+        type=int,
+        default=100,
+        metavar="N",
+        help="--explain measures the first N sentences (with gold links where the corpus "
+        "has them; default 100)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
             "mode": args.ensemble_mode,
         }
     alignments = None
+    if args.explain:
+        result["explanations"] = _explanations(args, loaded, examples, choice, limit)
     if loaded.cfg.data.corpus in IMAGE_CORPORA:
         result["images"] = image_report(
             loaded, examples, hypotheses, args.split, batch_tokens=args.batch_tokens
@@ -147,6 +162,19 @@ def run(args: argparse.Namespace) -> int:
     )
     print_summary(result, files)
     return 0
+
+
+def _explanations(args: argparse.Namespace, loaded, examples, choice, limit: int) -> dict:
+    """--explain: each method measured on the first --explain-sentences examples."""
+    methods = explain_methods(args.explain, several=True)
+    for method in methods:
+        check_method(method, loaded.model, choice)
+    if args.explain_sentences < 1:
+        raise UserError(f"--explain-sentences must be at least 1, got {args.explain_sentences}")
+    kw = {"sentences": args.explain_sentences, "ig_steps": args.ig_steps}
+    if loaded.cfg.data.corpus in IMAGE_CORPORA:
+        return image_explanations(loaded, examples, methods, choice, args.split, **kw)
+    return explanation_report(loaded, examples, methods, choice, limit, **kw)
 
 
 def _default_out(loaded) -> Path:

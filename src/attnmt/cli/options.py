@@ -16,6 +16,7 @@ from typing import TextIO
 from attnmt.data.batching import DECODE_BATCH_TOKENS
 from attnmt.devices import DEVICES, pick_device
 from attnmt.errors import DataError, UserError
+from attnmt.explain.methods import METHODS
 from attnmt.inference import MAX_SOURCE_TOKENS, LoadedRun
 from attnmt.inference.ensemble import MODES, load_ensemble
 from attnmt.inference.translator import QUANTIZATIONS, quantize_model
@@ -116,6 +117,43 @@ def add_decoding_arguments(
             help="int8: PyTorch dynamic quantisation of the linear maps, on the CPU only "
             "(--device auto then means the CPU); default: none, fp32",
         )
+
+
+def add_explain_arguments(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """--explain (one method, or with `several` a comma-separated list) and --ig-steps."""
+    group = parser.add_argument_group("explanations (docs/explain.md)")
+    group.add_argument(
+        "--explain",
+        metavar="LIST" if several else "METHOD",
+        default=None,
+        help=(
+            "measure these explanation methods, comma-separated (all: 'all'): AER against "
+            "gold links, deletion/insertion, ERASER, cost; "
+            if several
+            else "show this explanation instead of the attention (links, JSON, plots): "
+        )
+        + ", ".join(METHODS),
+    )
+    group.add_argument(
+        "--ig-steps",
+        type=int,
+        default=32,
+        metavar="K",
+        help="integrated gradients: steps from the zero baseline (default 32)",
+    )
+
+
+def explain_methods(text: str | None, *, several: bool = False) -> list[str]:
+    """The methods --explain names, checked (`UserError` naming the valid ones)."""
+    if text is None:
+        return []
+    names = list(METHODS) if several and text.strip() == "all" else text.split(",")
+    names = [n.strip() for n in names if n.strip()]
+    unknown = [n for n in names if n not in METHODS]
+    if unknown or not names or (len(names) > 1 and not several):
+        what = f"{unknown[0]!r} is not a method" if unknown else "give one method"
+        raise UserError(f"--explain: {what}; choose among {', '.join(METHODS)}")
+    return names
 
 
 def check_decoding_arguments(args: argparse.Namespace) -> None:

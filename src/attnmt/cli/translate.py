@@ -20,7 +20,9 @@ from tqdm import tqdm
 
 from attnmt.cli.options import (
     add_decoding_arguments,
+    add_explain_arguments,
     check_decoding_arguments,
+    explain_methods,
     load_decoding_run,
     open_output,
     split_runs,
@@ -28,6 +30,7 @@ from attnmt.cli.options import (
 from attnmt.data.alignments import format_pharaoh
 from attnmt.data.files import read_lines
 from attnmt.errors import UserError
+from attnmt.explain.methods import scale_of
 from attnmt.inference import Sentence, Translator, labels, write_attention
 
 CHUNK_LINES = 256  # lines decoded together: output streams, and weights stay bounded
@@ -68,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a prompt: translate each line typed as soon as it is entered; Ctrl-D ends",
     )
     add_decoding_arguments(parser, quantize=True, ensemble=True)
+    add_explain_arguments(parser)
     group = parser.add_argument_group("alignments and plots")
     group.add_argument(
         "--alignments",
@@ -97,6 +101,12 @@ def run(args: argparse.Namespace) -> int:
     args.runs, inputs = split_runs(args.paths, 1)
     args.input = inputs[0] if inputs else "-"
     check_decoding_arguments(args)
+    args.explain = (explain_methods(args.explain) or [None])[0]
+    if args.explain and not (args.alignments or args.plot):
+        raise UserError(
+            "--explain changes what --alignments and --plot show; add one of them "
+            "(e.g. --alignments json)"
+        )
     if args.threshold is not None and not 0.0 < args.threshold <= 1.0:
         raise UserError(f"--threshold must be in (0, 1], got {args.threshold}")
     if args.interactive and args.input != "-":
@@ -147,6 +157,8 @@ class _Session:
             align_offset=args.align_offset,
             need_weights=bool(args.alignments or args.plot),
             threshold=args.threshold,
+            explain=args.explain,
+            ig_steps=args.ig_steps,
         )
         self.limit = self.translator.limit
         self.truncated: list[tuple[int, int]] = []  # (line number, subwords before the cut)
@@ -236,6 +248,8 @@ class _Session:
             labels(self.vocab.src, sentence.ids),
             labels(self.vocab.tgt, result.tokens),
             self.translator.choice,
+            **({"explain": self.args.explain} if self.args.explain else {}),
+            scale=scale_of(self.args.explain),
             source=sentence.source,
             translation=result.text,
             model=self.translator.loaded.cfg.model.name,

@@ -13,6 +13,6 @@ links, deletion/insertion curves, ERASER's comprehensiveness and sufficiency and
 """
 
 from attnmt.explain.measures import explanation_report
-from attnmt.explain.methods import METHODS, Explanation, check_method, explain
+from attnmt.explain.methods import METHODS, Explanation, check_method, explain, scale_of
 
-__all__ = ["METHODS", "Explanation", "check_method", "explain", "explanation_report"]
+__all__ = ["METHODS", "Explanation", "check_method", "explain", "explanation_report", "scale_of"]

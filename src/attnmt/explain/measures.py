@@ -194,3 +194,47 @@ def explanation_report(
 
 def _aer(scores: dict[str, Any]) -> dict[str, float]:
     return {k: round(100 * scores[k], 2) for k in ("aer", "precision", "recall")}
+
+
+def markdown_rows(report: dict[str, Any]) -> list[str]:
+    """The evaluation report's "Explanations" section: one row per method."""
+    if not report.get("methods"):
+        return []
+    if report.get("images"):
+        from attnmt.explain.images import image_markdown
+
+        return image_markdown(report)
+    gold = "diagonal" in report
+    lines = [
+        "## Explanations",
+        "",
+        f"{report['sentences']} sentences, each read with its reference (forced decoding). "
+        "Deletion/insertion: mean log p per reference token as source words are replaced by "
+        "<unk> in the method's order (area over 0..100% of the words; deletion lower is "
+        "better, insertion higher); ERASER comprehensiveness (higher is better) and "
+        "sufficiency (lower is better) at 10/20/50% of the words. docs/explain.md.",
+        "",
+        "| method | "
+        + ("AER (%) | " if gold else "")
+        + "deletion AUC | insertion AUC | compr. | suff. | vs random | ms/sentence "
+        "| passes fwd/bwd |",
+        "|---|" + ("---:|" if gold else "") + "---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for method, row in report["methods"].items():
+        verdict = "better" if row["better_than_random"] else "**no better than random**"
+        lines.append(
+            f"| {method} | "
+            + (f"{row['aer']:.1f} | " if gold else "")
+            + f"{row['deletion_auc']:.3f} | {row['insertion_auc']:.3f} | "
+            f"{row['comprehensiveness']:.3f} | {row['sufficiency']:.3f} | {verdict} | "
+            f"{row['ms_per_sentence']:.1f} | {row['forward_per_sentence']:.0f}/"
+            f"{row['backward_per_sentence']:.0f} |"
+        )
+    rand = report["random"]
+    lines.append(
+        "| random order | "
+        + (f"{report['diagonal']['aer']:.1f} (diagonal) | " if gold else "")
+        + f"{rand['deletion_auc']:.3f} | {rand['insertion_auc']:.3f} | "
+        f"{rand['comprehensiveness']:.3f} | {rand['sufficiency']:.3f} | | | |"
+    )
+    return [*lines, ""]

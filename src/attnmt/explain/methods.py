@@ -51,6 +51,14 @@ ATTENTION_METHODS = ("attention", "attention-norm", "rollout")
 SIGNED = ("grad-input", "integrated-gradients", "occlusion")  # may be negative
 
 
+def scale_of(method: str | None) -> str:
+    """How a heatmap shades the method's matrix (`attnmt.plotting.SCALES`): attention on
+    its fixed 0..1 scale, other scores per row, signed ones in two colours."""
+    if method in (None, "attention"):
+        return "weights"
+    return "signed" if method in SIGNED else "row"
+
+
 @dataclass
 class Explanation:
     """One sentence explained by one method.

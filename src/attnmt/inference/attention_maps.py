@@ -240,7 +240,17 @@ def draw_saved(
                 "--align-layer and --align-head choose among a Transformer's layers and "
                 "heads; this plot data holds one (T, S) matrix, so leave them out"
             )
-        return heatmap(weights, data.src_tokens, data.tgt_tokens, stem, formats=formats)
+        scale = data.meta.get("scale", "weights")  # explanations: "row" or "signed"
+        title = data.meta.get("explain")
+        return heatmap(
+            weights,
+            data.src_tokens,
+            data.tgt_tokens,
+            stem,
+            formats=formats,
+            scale=scale,
+            title=f"{title} (each row scaled to its largest magnitude)" if title else None,
+        )
     if weights.ndim != 4:
         raise UserError(
             f"the plot data holds weights of shape {weights.shape}; expected (T, S) or "

@@ -1,0 +1,224 @@
+"""Explanation methods against what can be computed by hand: gradient × input and
+integrated gradients on a one-layer model whose gradient has a closed form, rollout
+against a by-hand product of hand-computed attention matrices, attention × norm against
+the value and output projections, occlusion against re-decoding step by step; and the
+pieces of the faithfulness measures."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from attnmt.data.vocab import BOS, EOS, UNK
+from attnmt.errors import UserError
+from attnmt.explain import METHODS, explain
+from attnmt.explain.gradients import integrated_gradients
+from attnmt.explain.measures import FRACTIONS, masked, word_ranking
+from attnmt.inference import load_run
+from attnmt.inference.alignment import SideWords
+from attnmt.inference.attention_maps import AttentionChoice, choose_attention
+from attnmt.inference.evaluation import synthetic_links
+from attnmt.models.base import ModelOutput, Seq2Seq
+
+
+class OneLayer(Seq2Seq):
+    """logits_t = W Σ_s e(x_s) + U e'(y_{t-1}): log p(y_t) = log softmax(logits_t)[y_t],
+    whose gradient with respect to each e(x_s) is W_y − Σ_k p_k W_k (closed form)."""
+
+    uses_attention = False
+
+    def __init__(self, vocab: int = 7, width: int = 3) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+        self.src_embed = nn.Embedding(vocab, width)
+        self.tgt_embed = nn.Embedding(vocab, width)
+        self.W = nn.Parameter(torch.randn(vocab, width, generator=gen))
+        self.U = nn.Parameter(torch.randn(vocab, width, generator=gen))
+        with torch.no_grad():
+            self.src_embed.weight.copy_(torch.randn(vocab, width, generator=gen))
+            self.tgt_embed.weight.copy_(torch.randn(vocab, width, generator=gen))
+
+    def forward(self, src, src_mask, tgt_in, *, need_weights=False):
+        x = (self.src_embed(src) * src_mask[..., None]).sum(dim=1)  # (B, E)
+        logits = (x @ self.W.T)[:, None] + self.tgt_embed(tgt_in) @ self.U.T  # (B, T, V)
+        return ModelOutput(logits=logits)
+
+
+def _closed_form(model: OneLayer, src_ids, tgt_ids, alphas):
+    """Σ_k (1/K) ∂f_t/∂e_s (α_k X) · e_s for every t and source position s, in float64."""
+    W = model.W.detach().double().numpy()
+    U = model.U.detach().double().numpy()
+    E = model.src_embed.weight.detach().double().numpy()
+    T_in = model.tgt_embed.weight.detach().double().numpy()
+    source = [*src_ids, EOS]
+    prefix, wanted = [BOS, *tgt_ids], [*tgt_ids, EOS]
+    x = E[source].sum(axis=0)
+    out = np.zeros((len(wanted), len(source)))
+    for t, (prev, y) in enumerate(zip(prefix, wanted, strict=True)):
+        for alpha in alphas:
+            logits = alpha * W @ x + U @ T_in[prev]
+            p = np.exp(logits - logits.max())
+            p /= p.sum()
+            grad = W[y] - p @ W  # ∂ log p_y / ∂x, the same for every source position
+            out[t] += (E[source] @ grad) / len(alphas)
+    return out
+
+
+def test_gradient_times_input_and_integrated_gradients_match_the_closed_form():
+    model = OneLayer().eval()
+    src, tgt = [4, 5, 6, 4], [5, 6]
+    choice = AttentionChoice()
+    (gi,) = explain(model, [(src, tgt)], "grad-input", choice)
+    np.testing.assert_allclose(gi.matrix.numpy(), _closed_form(model, src, tgt, [1.0]), atol=1e-5)
+    steps = 32
+    (ig,) = explain(model, [(src, tgt)], "integrated-gradients", choice, ig_steps=steps)
+    midpoints = [(k + 0.5) / steps for k in range(steps)]
+    np.testing.assert_allclose(
+        ig.matrix.numpy(), _closed_form(model, src, tgt, midpoints), atol=1e-5
+    )
+    # Completeness: the rows sum to f(X) - f(0), here within 1% (reported by the method).
+    exact = _closed_form(model, src, tgt, [(k + 0.5) / 20000 for k in range(20000)])
+    assert ig.completeness < 0.01
+    np.testing.assert_allclose(ig.matrix.numpy().sum(1), exact.sum(1), rtol=0.01, atol=1e-4)
+    assert ig.forward == 3 * steps + 2 and ig.backward == 3 * steps
+
+
+def test_gradient_chunks_do_not_change_the_result():
+    model = OneLayer().eval()
+    src, tgt = [4, 5, 6], [5, 6, 4, 4]
+    whole = integrated_gradients(model, src, tgt, 8).matrix
+    from attnmt.explain import gradients
+
+    small = gradients.path_gradients(
+        model, src, tgt, [(k + 0.5) / 8 for k in range(8)], copy_tokens=3
+    )
+    torch.testing.assert_close(whole, small.matrix)
+
+
+@pytest.mark.parametrize("name", ["rnn", "tf"])
+def test_integrated_gradients_are_complete_on_trained_models(tiny_runs, name):
+    loaded = load_run(tiny_runs[name])
+    src = loaded.vocab.src.encode("the cat sat on the mat")
+    tgt = loaded.vocab.tgt.encode("mat the on sat cat the")
+    result = integrated_gradients(loaded.model, src, tgt, 64)
+    assert result.matrix.shape == (len(tgt) + 1, len(src) + 1)
+    assert result.completeness < 0.01
+
+
+def test_rollout_is_the_product_of_hand_computed_attention(tiny_runs):
+    loaded = load_run(tiny_runs["tf"])
+    model = loaded.model
+    src = loaded.vocab.src.encode("dog ran far 🙂")
+    tgt = loaded.vocab.tgt.encode("🙂 far ran dog")
+    inputs = []  # each encoder layer's self-attention input, captured
+    hooks = [
+        layer.self_attn.register_forward_pre_hook(lambda m, a: inputs.append(a[0].detach()))
+        for layer in model.encoder_layers
+    ]
+    with torch.no_grad():
+        model.encode(torch.tensor([[*src, EOS]]), torch.ones(1, len(src) + 1, dtype=torch.bool))
+    for hook in hooks:
+        hook.remove()
+    flow = np.eye(len(src) + 1)
+    for layer, y in zip(model.encoder_layers, inputs, strict=True):
+        attn, heads = layer.self_attn, model.heads
+        q = (y[0] @ attn.q_proj.weight.T + attn.q_proj.bias).detach().double().numpy()
+        k = (y[0] @ attn.k_proj.weight.T + attn.k_proj.bias).detach().double().numpy()
+        width = q.shape[1] // heads
+        mean = np.zeros((len(src) + 1, len(src) + 1))
+        for h in range(heads):
+            part = slice(h * width, (h + 1) * width)
+            scores = q[:, part] @ k[:, part].T / math.sqrt(width)
+            weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+            mean += weights / weights.sum(axis=1, keepdims=True) / heads
+        flow = (0.5 * mean + 0.5 * np.eye(len(mean))) @ flow
+    choice = choose_attention(loaded.cfg.model)
+    (attention,) = explain(model, [(src, tgt)], "attention", choice)
+    (rolled,) = explain(model, [(src, tgt)], "rollout", choice)
+    np.testing.assert_allclose(rolled.matrix.numpy(), attention.matrix.numpy() @ flow, atol=1e-5)
+
+
+def test_attention_norm_weighs_each_head_by_its_transformed_values(tiny_runs):
+    loaded = load_run(tiny_runs["tf"])
+    model = loaded.model
+    src = loaded.vocab.src.encode("the cat sat")
+    tgt = loaded.vocab.tgt.encode("sat cat the")
+    base = choose_attention(loaded.cfg.model)
+    head = AttentionChoice(True, base.layer, 2, base.layers, base.heads)
+    (attention,) = explain(model, [(src, tgt)], "attention", head)
+    (normed,) = explain(model, [(src, tgt)], "attention-norm", head)
+    with torch.no_grad():
+        memory = model.encode(torch.tensor([[*src, EOS]]), torch.ones(1, len(src) + 1).bool())
+        cross = model.decoder_layers[base.layer - 1].cross_attn
+        values = memory.encoded[0] @ cross.v_proj.weight.T + cross.v_proj.bias  # (S, D)
+        width = values.shape[1] // model.heads
+        part = slice(width, 2 * width)  # head 2
+        f = values[:, part] @ cross.out_proj.weight[:, part].T  # (S, D)
+    expected = attention.matrix.numpy() * f.norm(dim=1).numpy()
+    np.testing.assert_allclose(normed.matrix.numpy(), expected, rtol=1e-4, atol=1e-6)
+
+
+def _log_probs_by_steps(model, src_ids, tgt_ids):
+    src = torch.tensor([[*src_ids, EOS]])
+    with torch.no_grad():
+        memory = model.encode(src, torch.ones_like(src, dtype=torch.bool))
+        state, prev, out = model.init_state(memory), torch.tensor([BOS]), []
+        for token in [*tgt_ids, EOS]:
+            logits, state, _ = model.step(prev, state, memory)
+            out.append(float(torch.log_softmax(logits.float(), -1)[0, token]))
+            prev = torch.tensor([token])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name", ["rnn", "tf", "plain"])
+def test_occlusion_is_the_drop_in_log_prob_when_each_subword_becomes_unk(tiny_runs, name):
+    loaded = load_run(tiny_runs[name])
+    src = loaded.vocab.src.encode("the cat sat on the mat")
+    tgt = loaded.vocab.tgt.encode("mat the on sat")
+    choice = choose_attention(loaded.cfg.model)
+    (occluded,) = explain(loaded.model, [(src, tgt)], "occlusion", choice)
+    full = _log_probs_by_steps(loaded.model, src, tgt)
+    for s in range(len(src)):
+        changed = [*src[:s], UNK, *src[s + 1 :]]
+        expected = full - _log_probs_by_steps(loaded.model, changed, tgt)
+        np.testing.assert_allclose(occluded.matrix[:, s].numpy(), expected, atol=1e-4)
+    assert not occluded.matrix[:, -1].any()  # the EOS is never occluded
+    assert occluded.forward == len(src) + 1
+
+
+def test_methods_that_do_not_fit_the_model_say_so(tiny_runs):
+    plain = load_run(tiny_runs["plain"])
+    rnn = load_run(tiny_runs["rnn"])
+    pair = [([5, 6], [5])]
+    with pytest.raises(UserError, match="has none; use grad-input"):
+        explain(plain.model, pair, "attention", AttentionChoice())
+    with pytest.raises(UserError, match="rollout multiplies a Transformer"):
+        explain(rnn.model, pair, "rollout", AttentionChoice())
+    with pytest.raises(UserError, match="choose one of"):
+        explain(rnn.model, pair, "saliency", AttentionChoice())
+    for method in METHODS:
+        if method in ("attention", "attention-norm", "rollout"):
+            continue
+        (done,) = explain(plain.model, pair, method, AttentionChoice(), ig_steps=4)
+        assert done.matrix.shape == (2, 3)
+
+
+def test_faithfulness_pieces():
+    source = SideWords([0, 0, 1, 2, -1], ["ab", "c", "d"])  # 5 pieces, the last dropped
+    target = SideWords([0, 1], ["x", "y"])
+    matrix = np.array(
+        [[0.1, 0.1, 0.5, 0.0, 0.3, 0.0], [0.0, 0.0, 0.1, 0.9, 0.0, 0.0], [0, 0, 0, 0, 0, 1.0]]
+    )
+    assert word_ranking(matrix, source, target) == [2, 1, 0]  # 0.9 > 0.6 > 0.2
+    assert masked([7, 8, 9, 10, 11], source.word_of, {0, 2}) == [UNK, UNK, 9, UNK, 11]
+    assert FRACTIONS[0] == 0.0 and FRACTIONS[-1] == 1.0 and len(FRACTIONS) == 11
+
+
+def test_synthetic_tasks_know_their_links():
+    assert synthetic_links("reverse", [7, 3, 9]) == {(2, 0), (1, 1), (0, 2)}
+    assert synthetic_links("copy", [7, 3]) == {(0, 0), (1, 1)}
+    assert synthetic_links("sort", [7, 3, 9]) == {(1, 0), (0, 1), (2, 2)}
