@@ -19,11 +19,18 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from attnmt.cli.options import add_decoding_arguments, check_decoding_arguments
+from attnmt.cli.options import (
+    add_decoding_arguments,
+    add_explain_arguments,
+    check_decoding_arguments,
+    explain_methods,
+)
 from attnmt.config import IMAGE_CORPORA
 from attnmt.data.preparation import decoding_split
 from attnmt.devices import pick_device
 from attnmt.errors import DataError, UserError
+from attnmt.explain import check_method, explain, scale_of
+from attnmt.explain.images import canvas_maps
 from attnmt.inference import (
     choose_attention,
     draw_saved,
@@ -84,6 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="picture formats matplotlib knows, comma-separated (default png,svg)",
     )
     add_decoding_arguments(parser)
+    add_explain_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,12 +142,16 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
     """Decode the chosen sentences of a split with their weights; save and draw each."""
     check_decoding_arguments(args)
     indices = parse_indices(args.sentences)
+    method = (explain_methods(args.explain) or [None])[0]
     loaded = load_run(args.run, device=pick_device(args.device, option="--device"))
-    if not getattr(loaded.model, "uses_attention", True):
-        raise UserError(
-            f"this run's model ({loaded.cfg.model.name}) has no attention; nothing to draw"
-        )
     choice = choose_attention(loaded.cfg.model, layer=args.align_layer, head=args.align_head)
+    if method is not None:
+        check_method(method, loaded.model, choice)
+    elif not getattr(loaded.model, "uses_attention", True):
+        raise UserError(
+            f"this run's model ({loaded.cfg.model.name}) has no attention; nothing to draw "
+            "but an explanation (--explain occlusion, grad-input, integrated-gradients)"
+        )
     examples = decoding_split(loaded.cfg.data, args.split, loaded.vocab)
     outside = [i for i in indices if i >= len(examples)]
     if outside:
@@ -165,14 +177,24 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
             beam_size=args.beam,
             alpha=args.alpha,
             max_len_ratio=args.max_len_ratio,
-            need_weights=True,
+            need_weights=method is None,
             batch_tokens=args.batch_tokens,
         )
         targets = [t.tokens for t in translations]
         weights = [t.weights for t in translations]
         outputs = [t.text for t in translations]
+    images = loaded.cfg.data.corpus in IMAGE_CORPORA
+    if method is not None:  # the method's matrix in place of the attention
+        height = int(loaded.cfg.model.image_height) if images else None
+        pairs = list(zip(sources, targets, strict=True))
+        weights = [
+            e.matrix
+            for e in explain(
+                loaded.model, pairs, method, choice, ig_steps=args.ig_steps, image_height=height
+            )
+        ]
     out_dir = Path(args.out) if args.out else loaded.run_dir / "plots"
-    if loaded.cfg.data.corpus in IMAGE_CORPORA:
+    if images:
         return _draw_images(
             args, loaded, indices, chosen, sources, targets, weights, out_dir, formats
         )
@@ -187,6 +209,8 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
             labels(vocab.tgt, tgt_ids),
             choice,
             formats=formats,
+            **({"explain": method} if method else {}),
+            scale=scale_of(method),
             source=ex.src,
             translation=output,
             reference=ex.tgt,
@@ -208,9 +232,12 @@ def _draw_images(args, loaded, indices, chosen, sources, targets, weights, out_d
         path = None
         if hasattr(loaded.model, "glimpse_path"):
             path = glimpse_path(loaded.model, src_ids)
+        height, width = canvases[index].pixels.shape
         files += write_looks(
             out_dir / f"{args.split}-{index}",
-            w.numpy(),
+            w.numpy()
+            if args.explain is None
+            else canvas_maps(w.numpy(), height, width).reshape(w.shape[0], -1),
             ex.src,
             labels(loaded.vocab.tgt, tgt_ids),
             boxes=canvases[index].boxes,

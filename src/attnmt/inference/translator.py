@@ -298,7 +298,7 @@ class Translator:
             n_best=self.n_best,
             max_len_ratio=self.max_len_ratio,
             max_len=self.max_len,
-            need_weights=self.need_weights,
+            need_weights=self.need_weights and self.explain is None,  # else replaced
             batch_tokens=self.batch_tokens,
             progress=progress,
         )
