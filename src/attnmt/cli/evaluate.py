@@ -167,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
 def _explanations(args: argparse.Namespace, loaded, examples, choice, limit: int) -> dict:
     """--explain: each method measured on the first --explain-sentences examples."""
     methods = explain_methods(args.explain, several=True)
+    if args.explain.strip() == "all":  # every method that fits this model
+        methods = [m for m in methods if _fits(m, loaded.model, choice)]
     for method in methods:
         check_method(method, loaded.model, choice)
     if args.explain_sentences < 1:
@@ -175,6 +177,14 @@ def _explanations(args: argparse.Namespace, loaded, examples, choice, limit: int
     if loaded.cfg.data.corpus in IMAGE_CORPORA:
         return image_explanations(loaded, examples, methods, choice, args.split, **kw)
     return explanation_report(loaded, examples, methods, choice, limit, **kw)
+
+
+def _fits(method: str, model, choice) -> bool:
+    try:
+        check_method(method, model, choice)
+    except UserError:
+        return False
+    return True
 
 
 def _default_out(loaded) -> Path:
