@@ -27,6 +27,9 @@ LAZY_IMPORTS = {
     ("attnmt.data.images", "sklearn.datasets"),
     ("attnmt.data.images", "matplotlib.figure"),
     ("attnmt.data.images", "matplotlib.patches"),
+    # A translator explains its hypotheses when asked; `attnmt.explain` reads the attention
+    # maps and forced decoding of `attnmt.inference`, which imports the translator first.
+    ("attnmt.inference.translator", "attnmt.explain.methods"),
     # eflomal is optional (it builds from source): its absence is explained when it is used.
     ("attnmt.inference.aligners", "eflomal"),
 }

@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from attnmt.data.batching import pad_batch
 from attnmt.data.vocab import BOS, EOS
 from attnmt.errors import UserError
+from attnmt.models.vision import ConvEncoder
 
 # Sequences x target positions per forward/backward chunk: bounds the (B, T, V) logits.
 COPY_TOKENS = 8192
@@ -57,8 +58,6 @@ def input_site(model: nn.Module) -> tuple[nn.Module, str]:
     """The module whose output (text: the source embedding) or input (images: the CNN
     encoder's canvas) holds the model's input features; `UserError` for a model without one.
     """
-    from attnmt.models.vision import ConvEncoder  # models import nothing from here
-
     encoder = getattr(model, "encoder", None)
     if isinstance(encoder, ConvEncoder):
         return encoder, "image"

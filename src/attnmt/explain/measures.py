@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from attnmt.data.vocab import UNK
+from attnmt.explain.images import image_markdown
 from attnmt.explain.methods import SIGNED, explain
 from attnmt.inference.alignment import (
     SideWords,
@@ -201,8 +202,6 @@ def markdown_rows(report: dict[str, Any]) -> list[str]:
     if not report.get("methods"):
         return []
     if report.get("images"):
-        from attnmt.explain.images import image_markdown
-
         return image_markdown(report)
     gold = "diagonal" in report
     lines = [

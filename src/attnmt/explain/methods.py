@@ -37,6 +37,7 @@ from attnmt.errors import UserError
 from attnmt.explain.gradients import gradient_times_input, input_site, integrated_gradients
 from attnmt.inference.attention_maps import AttentionChoice, select
 from attnmt.inference.scoring import forced_decode
+from attnmt.models.vision import FIRST_LEVEL_ID, cell_boxes
 
 METHODS = (
     "attention",
@@ -251,8 +252,6 @@ def occluded_sources(src_ids: Sequence[int], image_height: int | None) -> list[l
     """The sources `occlusion` reads: one per occluded subword or grid cell."""
     if image_height is None:
         return [[*src_ids[:s], UNK, *src_ids[s + 1 :]] for s in range(len(src_ids))]
-    from attnmt.models.vision import FIRST_LEVEL_ID, cell_boxes
-
     if len(src_ids) % image_height:
         raise UserError(f"{len(src_ids)} pixel tokens do not make images of height {image_height}")
     width = len(src_ids) // image_height
