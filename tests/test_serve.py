@@ -455,7 +455,8 @@ def test_openapi_schema_is_typed(client):
     schema = client.get("/openapi.json").json()
     request = schema["components"]["schemas"]["TranslateRequest"]
     assert request["additionalProperties"] is False
-    assert set(request["properties"]) == {"text", "lines", "model", "beam", "alignments", "weights"}
+    fields = {"text", "lines", "model", "beam", "alignments", "weights", "explain", "ig_steps"}
+    assert set(request["properties"]) == fields
     post = schema["paths"]["/api/translate"]["post"]["responses"]
     assert post["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "/TranslateResponse"

@@ -10,6 +10,7 @@ $ATTNMT_SCREENSHOTS when that is set.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -167,6 +168,89 @@ def test_type_translate_see_and_hover(server, shots):
     assert (shots / "explorer-compare.png").stat().st_size > 10_000
 
 
+def _api(base: str, path: str) -> dict:
+    with urllib.request.urlopen(f"{base}{path}", timeout=10) as answer:
+        return json.load(answer)
+
+
+def _settled(page, name: str) -> None:
+    page.wait_for_function(
+        f"!document.querySelector(\"section.panel[data-model='{name}']\")"
+        ".classList.contains('busy')"
+    )
+
+
+def test_choose_an_explanation_method_and_see_it_drawn(server, shots):
+    errors: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("pageerror", lambda err: errors.append(str(err)))
+            sent: list[dict] = []
+            page.on(
+                "request",
+                lambda r: (
+                    sent.append(json.loads(r.post_data))
+                    if r.url.endswith("/api/translate")
+                    else None
+                ),
+            )
+            page.goto(server)
+            page.wait_for_selector("section.panel[data-model='tf']")
+            # Each panel lists the methods its run takes: no rollout for the RNN.
+            for name in ("en-ar", "tf"):
+                panel = page.locator(f"section.panel[data-model='{name}']")
+                offered = panel.locator("select.method option").evaluate_all(
+                    "options => options.map(o => o.value)"
+                )
+                methods = _api(server, f"/api/model?model={name}")["explain_methods"]
+                assert offered == ["", *methods]
+                assert ("rollout" in offered) == (name == "tf")
+            page.fill("#text", "In the beginning was the Word.")
+            page.click("#translate")
+            arabic = page.locator("section.panel[data-model='en-ar']")
+            arabic.locator(".heatmap .cell").first.wait_for()
+            assert arabic.locator(".legend").get_attribute("data-scale") == "weights"
+            assert arabic.locator(".method-info").inner_text() == ""
+            # Occlusion: the sentence again, with explain; its name, cost and signed scale.
+            sent.clear()
+            arabic.locator("select.method").select_option("occlusion")
+            arabic.locator(".heatmap[data-method='occlusion'] .cell").first.wait_for()
+            assert [body.get("explain") for body in sent] == ["occlusion"]
+            info = arabic.locator(".method-info").inner_text()
+            assert info.startswith("occlusion · ") and " ms · " in info
+            assert arabic.locator(".legend").get_attribute("data-scale") == "signed"
+            assert "negative" in arabic.locator(".legend").inner_text()
+            assert arabic.get_attribute("data-method") == "occlusion"
+            assert not arabic.locator(".map-wrap").is_visible()  # one matrix: the method's
+            arabic.locator(".tgt-token").first.hover()
+            assert arabic.locator(".src-token.hl").count() > 0
+            page.screenshot(path=str(shots / "explorer-occlusion.png"))
+            # Rollout on the Transformer: a score per row, shaded to the row's largest.
+            tf = page.locator("section.panel[data-model='tf']")
+            tf.locator("select.method").select_option("rollout")
+            page.wait_for_function(
+                "document.querySelector(\"section.panel[data-model='tf']\")"
+                ".dataset.method === 'rollout'"
+            )
+            assert tf.locator(".method-info").inner_text().startswith("rollout · ")
+            tf.locator("select.level").select_option("subword")
+            tf.locator(".heatmap[data-method='rollout'] .cell").first.wait_for()
+            assert tf.locator(".legend").get_attribute("data-scale") == "row"
+            # Back to the attention as decoded: every layer and head again.
+            tf.locator("select.method").select_option("")
+            _settled(page, "tf")
+            page.wait_for_function(
+                "document.querySelector(\"section.panel[data-model='tf']\").dataset.method === ''"
+            )
+            assert tf.locator("select.map option").count() == 6
+            assert tf.locator(".method-info").inner_text() == ""
+        finally:
+            browser.close()
+    assert errors == []
+
+
 DRAW = "document.getElementById('draw')"  # the drawing canvas
 
 
@@ -203,6 +287,24 @@ def test_load_draw_read_and_see_where_it_looked(image_server, shots):
                 assert captions[:-1] == read.split() and captions[-1] == "</s>"
                 assert panel.locator(".truth").inner_text().startswith(f"true digits {digits}")
             page.screenshot(path=str(shots / "explorer-images.png"))
+            # An explanation method redraws the maps: occlusion of the soft run's reading.
+            soft = page.locator("section.panel[data-model='soft']")
+            offered = soft.locator("select.method option").evaluate_all(
+                "options => options.map(o => o.value)"
+            )
+            assert offered == ["", *_api(image_server, "/api/model?model=soft")["explain_methods"]]
+            steps = soft.locator(".look").count()
+            soft.locator("select.method").select_option("occlusion")
+            page.wait_for_function(
+                "document.querySelector(\"section.panel[data-model='soft']\")"
+                ".dataset.method === 'occlusion'"
+            )
+            assert soft.locator(".method-info").inner_text().startswith("occlusion · ")
+            assert "occlusion" in soft.locator(".looks-hint").inner_text()
+            assert soft.locator(".look").count() == steps  # a picture per step, as before
+            page.screenshot(path=str(shots / "explorer-images-occlusion.png"))
+            soft.locator("select.method").select_option("")
+            _settled(page, "soft")
             # Drawing makes the image the user's own: no truth to compare with any more.
             box = page.locator("#draw").bounding_box()
             page.mouse.move(box["x"] + 30, box["y"] + 30)

@@ -79,6 +79,7 @@ def test_the_page_has_its_examples():
     assert any("/api/translate" in c and '"weights": true' in c for c in commands)
     assert any("Authorization: Bearer $ATTNMT_API_KEY" in c for c in commands)
     assert any("/api/score" in c and '"pairs"' in c for c in commands)
+    assert any("/api/translate" in c and '"explain": "occlusion"' in c for c in commands)
     reads = [c for c in commands if "/api/read" in c]
     assert any("/api/examples" in c and "glimpses" in c for c in reads)
 
@@ -107,6 +108,10 @@ def test_curl_example(servers, command, shown):
         (reading,) = answer["readings"]
         assert len(reading["attention"]) == len(reading["target_pieces"])
         assert (reading["glimpses"] is not None) == ("glimpses" in command)
+    if '"explain"' in command and "translations" in answer:  # explained, not refused
+        (line,) = answer["translations"]
+        assert f'"explain": "{line["explanation"]["method"]}"' in command
+        assert (line["attention"] is not None) == ('"weights": true' in command)
     if shown is not None:
         assert set(answer) == set(json.loads(shown))
         for key in ("translations", "scores"):

@@ -267,7 +267,8 @@ def test_openapi_types_the_image_routes(client):
     schema = client.get("/openapi.json").json()
     request = schema["components"]["schemas"]["ReadRequest"]
     assert request["additionalProperties"] is False
-    assert set(request["properties"]) == {"image", "images", "model", "beam", "weights"}
+    fields = {"image", "images", "model", "beam", "weights", "explain", "ig_steps"}
+    assert set(request["properties"]) == fields
     read_post = schema["paths"]["/api/read"]["post"]["responses"]
     assert read_post["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "/ReadResponse"

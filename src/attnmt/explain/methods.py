@@ -88,16 +88,17 @@ def check_method(method: str, model: nn.Module, choice: AttentionChoice) -> None
         )
     if method in ATTENTION_METHODS and not getattr(model, "uses_attention", True):
         raise UserError(
-            f"--explain {method} reads the attention, and this {model_name} model has none; "
+            f"the {method} explanation reads the attention, and this {model_name} model has "
+            "none; "
             "use grad-input, integrated-gradients or occlusion"
         )
     if method == "rollout" and not choice.transformer:
         raise UserError(
-            f"--explain rollout multiplies a Transformer's encoder self-attention; this run's "
-            f"model is a {model_name}: use attention-norm or a gradient method"
+            f"rollout multiplies a Transformer's encoder self-attention; this run's model is "
+            f"{model_name}: use attention-norm or a gradient method"
         )
     if method == "attention-norm" and not (choice.transformer or hasattr(model, "attention")):
-        raise UserError("--explain attention-norm needs annotations; the glimpse model has none")
+        raise UserError("attention-norm needs annotations; the glimpse model has none")
     if method in GRADIENT_METHODS:
         input_site(model)  # raises for a model without differentiable inputs
 

@@ -266,6 +266,8 @@ class Translator:
         self.choice = run_attention(loaded, layer=align_layer, head=align_head, offset=align_offset)
         self.need_weights = need_weights
         self.explain, self.ig_steps = explain, ig_steps
+        images = loaded.cfg.model.name in IMAGE_MODELS  # occlusion blacks out cells
+        self.image_height = int(loaded.cfg.model.image_height) if images else None
         if explain is not None:
             from attnmt.explain.methods import check_method  # explain imports inference
 
@@ -325,6 +327,7 @@ class Translator:
                 self.explain,
                 self.choice,
                 ig_steps=self.ig_steps,
+                image_height=self.image_height,
                 batch_tokens=self.batch_tokens,
             )
             for hyp, explanation in zip(hyps, done, strict=True):

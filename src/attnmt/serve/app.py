@@ -9,9 +9,9 @@ text: translate, or score given translations by forced decoding), `POST /api/rea
 and `GET /api/examples?model=NAME` (runs that read images); FastAPI's own `/openapi.json`
 and `/docs`. Every error is JSON `{"detail": "one sentence"}` with its status: 401 (API
 key), 404 (no such model), 413 (body or line count over the limit), 422 (malformed JSON, a
-field of the wrong type or unknown, input the run does not read), 503 with Retry-After
-(queue full), 504 (waited too long). No route reads or writes a file a client names: the
-page is read once, at start.
+field of the wrong type or unknown, input the run does not read, an explanation method
+that does not fit the run), 503 with Retry-After (queue full), 504 (waited too long). No
+route reads or writes a file a client names: the page is read once, at start.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import math
 import secrets
 from contextlib import asynccontextmanager
 from importlib.resources import files
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -71,7 +71,8 @@ ERRORS = {
     413: {"model": ErrorBody, "description": "the body or the number of lines is over the limit"},
     422: {
         "model": InvalidBody,
-        "description": "malformed JSON, a field wrong or unknown, or input the run does not read",
+        "description": "malformed JSON, a field wrong or unknown, input the run does not read, "
+        "or an explanation method the run does not take",
     },
     503: {"model": ErrorBody, "description": "the queue is full: retry after Retry-After s"},
     504: {"model": ErrorBody, "description": "the request waited longer than the timeout"},
@@ -219,6 +220,27 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
     ) -> ModelInfo:
         return infos[decoder_named(name)]
 
+    def explaining(decoder: RunDecoder, body) -> dict[str, Any]:
+        """The request's explanation options (none without `explain`); a method that is
+        unknown or does not fit the run is refused with the library's sentence."""
+        if body.explain is None:
+            return {}
+        try:
+            decoder.check_explain(body.explain)
+        except UserError as err:
+            raise HTTPException(422, str(err)) from None
+        # Other methods take no steps: their requests share batches whatever they send.
+        steps = body.ig_steps if body.explain == "integrated-gradients" else Options.ig_steps
+        return {"explain": body.explain, "ig_steps": steps}
+
+    def no_attention(name: str, what: str) -> HTTPException:
+        return HTTPException(
+            422,
+            f"model {name!r} ({infos[name].model}) has no attention, so it has no {what}; "
+            f"leave them out, or ask for an explanation that needs none (explain: one of "
+            f"{', '.join(decoders[name].explain_methods)})",
+        )
+
     def too_many(count: int, what: str) -> None:
         if count > settings.max_lines:
             raise HTTPException(
@@ -270,15 +292,13 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             )
         lines = [body.text] if body.text is not None else list(body.lines or [])
         too_many(len(lines), "lines")
-        if not decoder.has_attention and (body.alignments or body.weights):
-            raise HTTPException(
-                422,
-                f"model {name!r} ({infos[name].model}) has no attention, so it has no "
-                "alignments or weights; leave out 'alignments' and 'weights'",
-            )
+        explained = explaining(decoder, body)
+        drawable = decoder.has_attention or bool(explained)
+        if not drawable and (body.alignments or body.weights):
+            raise no_attention(name, "'alignments' or 'weights'")
         beam = body.beam if body.beam is not None else settings.beam
-        alignments = decoder.has_attention if body.alignments is None else body.alignments
-        options = Options(beam=beam, alignments=alignments, weights=body.weights)
+        alignments = drawable if body.alignments is None else body.alignments
+        options = Options(beam=beam, alignments=alignments, weights=body.weights, **explained)
         results = await decode(name, lines, options, request)
         if results is None:
             return Response(status_code=499)
@@ -296,13 +316,12 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             )
         pairs = [body.pair] if body.pair is not None else list(body.pairs or [])
         too_many(len(pairs), "pairs")
-        if not decoder.has_attention and (body.alignments or body.weights):
-            raise HTTPException(
-                422,
-                f"model {name!r} ({infos[name].model}) has no attention, so it has no "
-                "alignments or weights; leave out 'alignments' and 'weights'",
-            )
-        options = Options(beam=1, alignments=body.alignments, weights=body.weights, task="score")
+        explained = explaining(decoder, body)
+        if not (decoder.has_attention or explained) and (body.alignments or body.weights):
+            raise no_attention(name, "'alignments' or 'weights'")
+        options = Options(
+            beam=1, alignments=body.alignments, weights=body.weights, task="score", **explained
+        )
         lines = [(pair.source, pair.target) for pair in pairs]
         results = await decode(name, lines, options, request)
         if results is None:
@@ -325,16 +344,14 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         too_many(len(images), "images")
         if problem := size_problem(images, decoder.images.height, decoder.images.width):
             raise HTTPException(422, problem)
-        if body.weights and not decoder.has_attention:
-            raise HTTPException(
-                422,
-                f"model {name!r} ({infos[name].model}) has no attention, so it has no maps of "
-                "where it looked; leave out 'weights'",
-            )
+        explained = explaining(decoder, body)
+        drawable = decoder.has_attention or bool(explained)
+        if body.weights and not drawable:
+            raise no_attention(name, "maps of where it looked ('weights')")
         beam = body.beam if body.beam is not None else settings.beam
-        weights = decoder.has_attention if body.weights is None else body.weights
+        weights = drawable if body.weights is None else body.weights
         texts = [canvas_text(np.asarray(image, dtype=np.int64)) for image in images]
-        options = Options(beam=beam, alignments=False, weights=weights)
+        options = Options(beam=beam, alignments=False, weights=weights, **explained)
         results = await decode(name, texts, options, request)
         if results is None:
             return Response(status_code=499)

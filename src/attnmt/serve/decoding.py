@@ -4,7 +4,8 @@ The decoding is the library's `Translator` (attnmt.inference), the one `attnmt t
 uses; this module only checks each line, picks the attention maps a client asked for and
 shapes the answer. A bad line is answered on its own (`error`), never failing the others.
 A run that reads images gets its lines as image texts and answers `ImageResult`s
-(`attnmt.serve.images`).
+(`attnmt.serve.images`). With an explanation method (`attnmt.explain`), the method's
+matrix of each output takes the attention's place, and the answer says what it cost.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from typing import Any
 
 from attnmt.config import IMAGE_MODELS
 from attnmt.data.alignments import format_pharaoh
+from attnmt.errors import UserError
+from attnmt.explain import METHODS, check_method, explain
+from attnmt.explain.methods import ATTENTION_METHODS
 from attnmt.inference import LoadedRun, Sentence, Translation, Translator
 from attnmt.inference.alignment import source_words, target_words, word_view
 from attnmt.inference.attention_maps import (
@@ -33,6 +37,7 @@ from attnmt.serve.schemas import (
     AttentionInfo,
     AttentionMap,
     BestDev,
+    ExplanationInfo,
     ImageResult,
     Limits,
     LineResult,
@@ -83,7 +88,8 @@ def clean_line(line: str, max_chars: int) -> tuple[str, str | None]:
 
 
 class RunDecoder:
-    """Translate lines with one loaded run; one `Translator` per beam size, made on use.
+    """Translate lines with one loaded run; one `Translator` per beam size and explanation
+    method (and integrated-gradients' steps), made on use.
 
     A run that reads images (`images` is its `ImageRun`, else None) decodes image texts
     (`attnmt.data.images.canvas_text`) into `ImageResult`s instead.
@@ -95,23 +101,43 @@ class RunDecoder:
         self.settings = settings
         self.has_attention = bool(getattr(loaded.model, "uses_attention", True))
         self.images = ImageRun(loaded) if loaded.cfg.model.name in IMAGE_MODELS else None
-        self._translators: dict[int, Translator] = {}
+        self._translators: dict[tuple[int, str | None, int], Translator] = {}
         self.transformer = loaded.cfg.model.name == "transformer"
         self.default = self._translator(settings.beam).choice
+        self.explain_methods = [m for m in METHODS if self._fits(m)]
 
     @property
     def input(self) -> str:
         """What the run reads: "text" or "image"."""
         return "text" if self.images is None else "image"
 
-    def _translator(self, beam: int) -> Translator:
-        if beam not in self._translators:
-            self._translators[beam] = Translator(
+    def _translator(self, beam: int, method: str | None = None, ig_steps: int = 32) -> Translator:
+        """The run's translator for a beam size and an explanation method. An image run's
+        are explained by `ImageRun.explain` (over pixels or grid cells), not here."""
+        if self.images is not None:
+            method = None
+        key = (beam, method, ig_steps if method == "integrated-gradients" else 0)
+        if key not in self._translators:
+            self._translators[key] = Translator(
                 self.loaded,
                 beam=beam,
                 need_weights=self.has_attention,
+                explain=method,
+                ig_steps=ig_steps,
             )  # an image run's readings stop at its model's `max_output_tokens`
-        return self._translators[beam]
+        return self._translators[key]
+
+    def _fits(self, method: str) -> bool:
+        try:
+            check_method(method, self.loaded.model, self.default)
+        except UserError:
+            return False
+        return True
+
+    def check_explain(self, method: str | None) -> None:
+        """`UserError` (the library's sentence) when `method` cannot explain this run."""
+        if method is not None and method not in self.explain_methods:
+            check_method(method, self.loaded.model, self.default)
 
     # --- what the run is -----------------------------------------------------------------
 
@@ -142,6 +168,7 @@ class RunDecoder:
             checkpoint=loaded.checkpoint.name,
             best_dev=_best_dev(loaded),
             beam=self.settings.beam,
+            explain_methods=self.explain_methods,
             limits=Limits(
                 max_body_bytes=self.settings.max_body_bytes,
                 max_lines=self.settings.max_lines,
@@ -158,9 +185,11 @@ class RunDecoder:
     ) -> list[LineResult] | list[ImageResult] | list[ScoreResult]:
         if options.task == "score":
             return self.score(lines, options)
-        translator = self._translator(options.beam)
+        translator = self._translator(options.beam, options.explain, options.ig_steps)
         if self.images is not None:  # image texts, made by the app from checked images
             sentences = translator.translate(lines)
+            if options.explain is not None:
+                self.images.explain(sentences, options.explain, self.default, options.ig_steps)
             return self.images.results(translator, sentences, weights=options.weights)
         cleaned = [clean_line(line, self.settings.max_line_chars) for line in lines]
         good = [i for i, (_, error) in enumerate(cleaned) if error is None]
@@ -189,18 +218,31 @@ class RunDecoder:
                 ids = vocab.src.encode(src)
                 sentence = Sentence(n, src, ids[:limit], truncated=len(ids) > limit)
                 todo.append((sentence, vocab.tgt.encode(tgt)))
+        pairs = [(sentence.ids, tgt_ids) for sentence, tgt_ids in todo]
         need_weights = self.has_attention and (options.alignments or options.weights)
         scored = score_pairs(
             self.loaded.model,
-            [(sentence.ids, tgt_ids) for sentence, tgt_ids in todo],
+            pairs,
             alpha=translator.alpha,
-            need_weights=need_weights,
+            need_weights=need_weights and options.explain is None,
         )
-        for (sentence, tgt_ids), one in zip(todo, scored, strict=True):
-            text = results[sentence.line - 1].translation
-            sentence.translation = Translation(
-                text, tgt_ids, one.score, one.weights, log_prob=one.log_prob
+        explained = [None] * len(pairs)
+        if options.explain is not None and pairs:  # the method's matrices replace the weights
+            explained = explain(
+                self.loaded.model,
+                pairs,
+                options.explain,
+                self.default,
+                ig_steps=options.ig_steps,
+                batch_tokens=translator.batch_tokens,
             )
+        for (sentence, tgt_ids), one, why in zip(todo, scored, explained, strict=True):
+            text = results[sentence.line - 1].translation
+            weights = one.weights if why is None else why.matrix
+            sentence.translation = Translation(
+                text, tgt_ids, one.score, weights, log_prob=one.log_prob
+            )
+            sentence.explanation = why
             result = self._result(translator, sentence, options, line=sentence.line)
             results[sentence.line - 1] = ScoreResult(
                 **result.model_dump(),
@@ -222,11 +264,15 @@ class RunDecoder:
         result.log_prob = round(done.log_prob or 0.0, DIGITS)
         result.source_pieces = labels(vocab.src, sentence.ids)
         result.target_pieces = labels(vocab.tgt, done.tokens)
+        why = sentence.explanation
+        if why is not None:
+            result.explanation = ExplanationInfo.of(why)
         if done.weights is None or not (options.alignments or options.weights):
             return result
         src = source_words(vocab.src, sentence.source, len(sentence.ids))
         tgt = target_words(vocab.tgt, done.tokens, done.text)
-        choices = self._choices() if options.weights else [self.default]
+        # An explanation is one (T, S) matrix, made with the default choice.
+        choices = self._choices() if options.weights and why is None else [self.default]
         maps = []
         for choice in choices:
             matrix = select(done.weights, choice)
@@ -239,11 +285,12 @@ class RunDecoder:
             result.links = sorted(view.links)
             result.alignment = format_pharaoh(view.links)
         if options.weights:
+            reads = why is None or why.method in ATTENTION_METHODS  # the choice's attention
             result.attention = [
                 AttentionMap(
-                    layer=choice.layer if choice.transformer else None,
-                    head=choice.head,
-                    name=choice.describe(),
+                    layer=choice.layer if choice.transformer and reads else None,
+                    head=choice.head if reads else None,
+                    name=_map_name(choice, why),
                     subword=rounded_matrix(matrix),
                     word=rounded_matrix(view.word_weights),
                     alignment=format_pharaoh(view.links),
@@ -264,6 +311,16 @@ class RunDecoder:
             for layer in range(1, layers + 1)
             for head in (None, *range(1, heads + 1))
         ]
+
+
+def _map_name(choice: AttentionChoice, why) -> str:
+    """ "layer 1, mean of heads"; with an explanation "rollout, layer 1, mean of heads" (the
+    attention methods of a Transformer read a choice) or "occlusion"."""
+    if why is None:
+        return choice.describe()
+    if why.method in ATTENTION_METHODS and choice.transformer:
+        return f"{why.method}, {choice.describe()}"
+    return why.method
 
 
 def _side(data, side: str, *, images: bool = False) -> str:

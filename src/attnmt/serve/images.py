@@ -6,6 +6,9 @@ An image reaches the model as the pipeline's "sentence" of pixel tokens
 queue and its batches; only the answer differs. Show-Attend-Tell attends over grid cells
 (each 4x4 pixels) and the glimpse model over pixels: both become maps over the pixels
 (`attnmt.inference.vision.pixel_map`), so a client draws every model's attention alike.
+An explanation method (`explain`) replaces the attention the same way: occlusion and
+Show-Attend-Tell's attention methods give a value per grid cell, the gradient methods (and
+the glimpses' attention) one per pixel.
 
     run = ImageRun(loaded)
     texts = [canvas_text(np.array(image)) for image in images]   # what the worker decodes
@@ -23,12 +26,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from attnmt.data.images import Canvas, CanvasVocab
+from attnmt.explain import explain
 from attnmt.inference import LoadedRun, Sentence, Translator
-from attnmt.inference.attention_maps import labels
+from attnmt.inference.attention_maps import AttentionChoice, labels
 from attnmt.inference.translator import rounded_matrix
 from attnmt.inference.vision import glimpse_path, pixel_map, split_canvases
 from attnmt.models.vision import DOWNSAMPLE, MAX_SYMBOLS, grid_size
-from attnmt.serve.schemas import MAX_LEVEL, ImageExample, ImageInfo, ImageResult
+from attnmt.serve.schemas import MAX_LEVEL, ExplanationInfo, ImageExample, ImageInfo, ImageResult
 
 DIGITS = 5  # decimals of scores (weights: `rounded_matrix`)
 MAX_DIGITS = MAX_SYMBOLS  # symbols read in one image before the reading is cut (tasks: <= 5)
@@ -83,6 +87,19 @@ class ImageRun:
 
     # --- reading ---------------------------------------------------------------------------
 
+    def explain(
+        self, sentences: Sequence[Sentence], method: str, choice: AttentionChoice, ig_steps: int
+    ) -> None:
+        """Give each decoded image `method`'s matrix of what it read in place of its weights
+        (forced decoding of the reading): (T, G) grid cells or (T, H·W) pixels."""
+        pairs = [(s.ids, s.translation.tokens) for s in sentences]  # an image is never blank
+        done = explain(
+            self.loaded.model, pairs, method, choice, ig_steps=ig_steps, image_height=self.height
+        )
+        for sentence, why in zip(sentences, done, strict=True):
+            sentence.translation.weights = why.matrix
+            sentence.explanation = why
+
     def results(
         self, translator: Translator, sentences: Sequence[Sentence], *, weights: bool
     ) -> list[ImageResult]:
@@ -106,6 +123,8 @@ class ImageRun:
             log_prob=round(done.log_prob or 0.0, DIGITS),
             target_pieces=labels(translator.vocab.tgt, done.tokens),
         )
+        if sentence.explanation is not None:
+            result.explanation = ExplanationInfo.of(sentence.explanation)
         if weights and done.weights is not None:
             step_weights = done.weights.float().numpy()  # (T, G) or (T, H·W)
             maps = pixel_map(step_weights, self.height, self.width)  # (T, H, W)

@@ -18,7 +18,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from attnmt.explain import METHODS, scale_of
+
 MAX_BEAM = 16
+MAX_IG_STEPS = 256
 MAX_LEVEL = 16  # grey levels of an image are 0..MAX_LEVEL (attnmt.data.images.LEVEL_CHARS)
 Level = Annotated[int, Field(ge=0, le=MAX_LEVEL)]
 
@@ -26,6 +29,17 @@ Level = Annotated[int, Field(ge=0, le=MAX_LEVEL)]
 class _Strict(BaseModel):
     # Unknown fields are an error, and no value is coerced ("5" is not a beam of 5).
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# Checked by the app against the run (`attnmt.explain.check_method`), so an unknown or
+# unfitting method is refused with the library's sentence rather than pydantic's.
+EXPLAIN = Field(
+    None,
+    description=f"an explanation method ({', '.join(METHODS)}; GET /api/model lists the "
+    "run's): the weights and alignments are then its matrix, read by forced decoding of the "
+    "output; null: the attention as decoded",
+)
+IG_STEPS = Field(32, ge=1, le=MAX_IG_STEPS, description="integration steps of integrated-gradients")
 
 
 class TranslateRequest(_Strict):
@@ -51,8 +65,10 @@ class TranslateRequest(_Strict):
     weights: bool = Field(
         False,
         description="the attention matrices, subword and word level (for the Transformer one "
-        "per layer and head, and each layer's mean over heads)",
+        "per layer and head, and each layer's mean over heads; with explain, its one matrix)",
     )
+    explain: str | None = EXPLAIN
+    ig_steps: int = IG_STEPS
 
     @model_validator(mode="after")
     def _one_input(self) -> TranslateRequest:
@@ -107,8 +123,10 @@ class ReadRequest(_Strict):
     weights: bool | None = Field(
         None,
         description="the attention of each step as a map over the pixels (and the glimpse "
-        "path); by default whenever the model has attention",
+        "path); by default whenever the model has attention or explain is given",
     )
+    explain: str | None = EXPLAIN
+    ig_steps: int = IG_STEPS
 
     # Checked before the types: one sentence for a bad image, not one error per pixel.
     @field_validator("image", mode="before")
@@ -149,6 +167,39 @@ class AttentionMap(BaseModel):
     alignment: str = Field(description="the word links read off this matrix, Pharaoh i-j")
 
 
+class ExplanationInfo(BaseModel):
+    """The explanation method that made a result's weights, and what it cost."""
+
+    method: str
+    scale: Literal["weights", "row", "signed"] = Field(
+        description="how to shade its values (attnmt.plotting.SCALES): weights 0..1; row: "
+        "each row divided by its largest value; signed: by its largest magnitude, negative "
+        "values in a second colour"
+    )
+    ms: float = Field(description="milliseconds the explanation took (not the decoding)")
+    forward: int = Field(description="sequences passed forward to explain the output")
+    backward: int = Field(0, description="... and backward (the gradient methods)")
+    completeness_error: float | None = Field(
+        None,
+        description="integrated-gradients: |sum of attributions - change of log p|, summed "
+        "over the steps, over the sum of |change|: the integration's error",
+    )
+
+    @classmethod
+    def of(cls, done: Any) -> ExplanationInfo:
+        """From an `attnmt.explain.Explanation`, rounded as `Translator.record` rounds it."""
+        error = None if done.completeness is None else round(done.completeness, 5)
+        ms = round(1000 * done.seconds, 1)
+        return cls(
+            method=done.method,
+            scale=scale_of(done.method),
+            ms=ms,
+            forward=done.forward,
+            backward=done.backward,
+            completeness_error=error,
+        )
+
+
 class LineResult(BaseModel):
     """What became of one input line."""
 
@@ -183,6 +234,9 @@ class LineResult(BaseModel):
     default_attention: int | None = Field(
         None, description="the index in `attention` of the map the alignment is read from"
     )
+    explanation: ExplanationInfo | None = Field(
+        None, description="with explain: the method whose matrix the weights and links are"
+    )
 
 
 class ScorePair(_Strict):
@@ -202,6 +256,8 @@ class ScoreRequest(_Strict):
         False, description="word alignments read off the attention while reading the target"
     )
     weights: bool = Field(False, description="the attention matrices, as in /api/translate")
+    explain: str | None = EXPLAIN
+    ig_steps: int = IG_STEPS
 
     @model_validator(mode="after")
     def _one_input(self) -> ScoreRequest:
@@ -248,12 +304,16 @@ class ImageResult(BaseModel):
         None,
         description="with weights: one map per step (rows: target_pieces), each height x "
         "width, the step's attention mass on every pixel (a grid cell's weight spread over "
-        "its pixels; each map sums to the step's mass, 1)",
+        "its pixels; each map sums to the step's mass, 1); with explain, the method's value "
+        "(grid-cell methods spread the same way; signed for gradients and occlusion)",
     )
     glimpses: list[tuple[float, float]] | None = Field(
         None,
         description="the glimpse model, with weights: the (row, col) pixel centre of each "
         "glimpse, in the order taken (pixel (i, j) is centred on (i, j))",
+    )
+    explanation: ExplanationInfo | None = Field(
+        None, description="with explain: the method whose values the maps are"
     )
 
 
@@ -344,6 +404,9 @@ class ModelInfo(BaseModel):
     checkpoint: str
     best_dev: BestDev | None
     beam: int = Field(description="the default beam size")
+    explain_methods: list[str] = Field(
+        description="the explanation methods this run answers (a request's explain)"
+    )
     limits: Limits
 
 

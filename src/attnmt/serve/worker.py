@@ -2,11 +2,11 @@
 
 Each served run has a `ModelWorker`. Requests become `Job`s in its queue; one thread takes
 the oldest job together with the waiting jobs that decode the same way (beam size, with or
-without alignments and weights), up to `batch_lines` lines, and translates them as one
-batch, so concurrent clients share batches instead of running the model on top of each
-other. Memory stays bounded: at most `capacity` jobs wait (`submit` raises `QueueFullError`
-past that, which the app answers with 503 and Retry-After), and a job whose client left or
-timed out is taken out of the queue (`cancel`), freeing its place.
+without alignments and weights, the explanation method), up to `batch_lines` lines, and
+translates them as one batch, so concurrent clients share batches instead of running the
+model on top of each other. Memory stays bounded: at most `capacity` jobs wait (`submit`
+raises `QueueFullError` past that, which the app answers with 503 and Retry-After), and a
+job whose client left or timed out is taken out of the queue (`cancel`), freeing its place.
 
     worker = ModelWorker("quickstart", decode, capacity=64)   # decode(lines, options)
     worker.start()
@@ -37,12 +37,15 @@ class ClientGoneError(Exception):
 @dataclass(frozen=True)
 class Options:
     """How a job's lines are decoded; jobs with equal options share a batch. `task`:
-    "translate" (lines are sentences) or "score" (lines are (source, target) pairs)."""
+    "translate" (lines are sentences) or "score" (lines are (source, target) pairs);
+    `explain`: an `attnmt.explain` method whose matrices replace the attention."""
 
     beam: int
     alignments: bool
     weights: bool
     task: str = "translate"
+    explain: str | None = None
+    ig_steps: int = 32
 
 
 @dataclass(eq=False)
