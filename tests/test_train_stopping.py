@@ -102,11 +102,12 @@ def test_plateau_schedule_state_survives_a_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(train_module, "batch_loss", batch_loss)
     run_dir = tmp_path / "run"
+    handler = signal.getsignal(signal.SIGINT)  # SIG_IGN under nohup, else Python's default
     assert train(tiny(run_dir, cache, *extra), progress=False).step == 8
     saved = load_checkpoint(run_dir).state["schedule"]
     assert (saved["lr"], saved["best"], saved["bad"]) == (pytest.approx(0.005), 3.0, 1)
     monkeypatch.undo()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is handler  # the trainer put back what it found
 
     script(monkeypatch, loss=LOSSES[4:])
     train(tiny(run_dir, cache, *extra), resume=True, progress=False)
