@@ -247,6 +247,7 @@ def _draw_images(args, loaded, indices, chosen, sources, targets, weights, out_d
             model=loaded.cfg.model.name,
             run=str(loaded.run_dir),
             forced=args.reference,
+            **({"explain": args.explain} if args.explain else {}),
         )
     return files
 

@@ -283,6 +283,11 @@ def redraw_looks(data: Any, stem: Path, *, formats: Sequence[str] = ("png", "svg
         maps,
         boxes=[tuple(b) for b in data.meta.get("boxes", [])],
         path=np.asarray(path) if path else None,
-        title=f"{data.meta.get('model', '')}: {title}".strip(": "),
+        title=f"{data.meta.get('model', '')}: {title}".strip(": ") + _explained(data.meta),
         formats=formats,
     )
+
+
+def _explained(meta: dict[str, Any]) -> str:
+    """The title's note for an explanation's maps (`attnmt plot --explain`)."""
+    return f" ({meta['explain']}, magnitude)" if meta.get("explain") else ""
