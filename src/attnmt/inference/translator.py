@@ -319,7 +319,7 @@ class Translator:
         for sentence in sentences:
             result = sentence.translation
             assert result is not None
-            hyps = [result, *(result.nbest or [])]
+            hyps = result.nbest or [result]  # an n-best list starts with the best
             pairs = [(sentence.ids, hyp.tokens) for hyp in hyps]
             done = explain(
                 self.loaded.model,
@@ -332,6 +332,7 @@ class Translator:
             )
             for hyp, explanation in zip(hyps, done, strict=True):
                 hyp.weights = explanation.matrix
+            result.weights = done[0].matrix
             sentence.explanation = done[0]
 
     def words(self, sentence: Sentence, hyp: Translation | Hypothesis | None = None) -> WordView:
