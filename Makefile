@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 FONTS  := fonts-noto-cjk fonts-noto-core
 
-.PHONY: demo test lint setup clean bench
+.PHONY: demo test lint setup clean bench fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ test: $(STAMP)
 # cores; BENCH_ARGS="--minutes 20" for the issue's 20-minute time-to-quality budget).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
+
+# The HTTP API fuzzed from its own OpenAPI schema (schemathesis): tiny runs served in-process,
+# every route, valid and invalid requests; figures to benchmarks/results/fuzz_api.json (a
+# few minutes on 2 cores; FUZZ_ARGS="--examples 50" for a shorter run).
+fuzz: $(STAMP)
+	$(BIN)/python benchmarks/fuzz_api.py $(FUZZ_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

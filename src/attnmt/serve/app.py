@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import math
 import secrets
+import sys
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from typing import Annotated, Any
 
 import numpy as np
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnmt.data.images import canvas_text
 from attnmt.errors import UserError
@@ -62,7 +65,9 @@ class FieldError(BaseModel):
 
 class InvalidBody(BaseModel):
     detail: str
-    errors: list[FieldError]
+    # Only a body that fails validation lists its fields; a refusal by the run (text to an
+    # image run, an explanation that does not fit) is the one sentence alone.
+    errors: list[FieldError] = Field(default_factory=list)
 
 
 ERRORS = {
@@ -126,6 +131,21 @@ class BodyLimit:
         await response({"type": "http"}, None, send)
 
 
+def unreadable(err: BaseException) -> str:
+    """Why json.loads could not read a request body, as one sentence (what, how to fix)."""
+    if isinstance(err, UnicodeDecodeError):
+        return (
+            f"the body is not UTF-8 (byte 0x{err.object[err.start]:02X} at offset {err.start}); "
+            "send JSON encoded as UTF-8"
+        )
+    if isinstance(err, RecursionError):
+        return "the JSON is nested too deeply to read; send the object /openapi.json describes"
+    if isinstance(err, ValueError) and "digits" in str(err):
+        most = sys.get_int_max_str_digits()
+        return f"the JSON holds a number of over {most:,} digits; no field takes one so large"
+    return f"the body is not JSON ({type(err).__name__}); send the object /openapi.json describes"
+
+
 def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
     """The application serving `decoders` (name -> run), the first one by default."""
     if not decoders:
@@ -169,6 +189,17 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         detail = "; ".join(f"{e.field}: {e.message}" for e in errors)
         return JSONResponse(InvalidBody(detail=detail, errors=errors).model_dump(), status_code=422)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # FastAPI answers a body that json.loads raises on with other than a JSONDecodeError
+        # 400 "There was an error parsing the body": malformed JSON too, so 422 with why.
+        if exc.status_code == 400 and exc.__cause__ is not None:
+            message = unreadable(exc.__cause__)
+            errors = [FieldError(field="body", message=message)]
+            answer = InvalidBody(detail=f"body: {message}", errors=errors)
+            return JSONResponse(answer.model_dump(), status_code=422)
+        return await http_exception_handler(request, exc)
+
     def authorised(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
         key: Annotated[str | None, Depends(KEY_HEADER)],
@@ -184,7 +215,11 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
-    api = [Depends(authorised)]
+    # Without a key nothing is asked for, so the published schema names no security scheme
+    # and no 401 (a client generated from it would otherwise send a key for nothing).
+    keyed = settings.api_key is not None
+    api = [Depends(authorised)] if keyed else []
+    responses = ERRORS if keyed else {code: r for code, r in ERRORS.items() if code != 401}
 
     def decoder_named(name: str | None) -> str:
         if name is None:
@@ -198,7 +233,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
     async def explorer() -> HTMLResponse:
         return HTMLResponse(page)
 
-    @app.get("/api/health", response_model=Health, dependencies=api, responses=ERRORS)
+    @app.get("/api/health", response_model=Health, dependencies=api, responses=responses)
     async def health() -> Health:
         return Health(
             status="ok",
@@ -208,11 +243,11 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             },
         )
 
-    @app.get("/api/models", response_model=ModelList, dependencies=api, responses=ERRORS)
+    @app.get("/api/models", response_model=ModelList, dependencies=api, responses=responses)
     async def models() -> ModelList:
         return ModelList(models=list(infos.values()))
 
-    @app.get("/api/model", response_model=ModelInfo, dependencies=api, responses=ERRORS)
+    @app.get("/api/model", response_model=ModelInfo, dependencies=api, responses=responses)
     async def model(
         name: Annotated[
             str | None, Query(alias="model", description="a served run; the first if left out")
@@ -277,7 +312,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             raise HTTPException(422, str(err)) from None
 
     @app.post(
-        "/api/translate", response_model=TranslateResponse, dependencies=api, responses=ERRORS
+        "/api/translate", response_model=TranslateResponse, dependencies=api, responses=responses
     )
     async def translate(body: TranslateRequest, request: Request) -> TranslateResponse | Response:
         name = decoder_named(body.model)
@@ -306,7 +341,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             result.line = number
         return TranslateResponse(model=name, beam=beam, translations=results)
 
-    @app.post("/api/score", response_model=ScoreResponse, dependencies=api, responses=ERRORS)
+    @app.post("/api/score", response_model=ScoreResponse, dependencies=api, responses=responses)
     async def score(body: ScoreRequest, request: Request) -> ScoreResponse | Response:
         name = decoder_named(body.model)
         decoder = decoders[name]
@@ -330,7 +365,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             result.line = number
         return ScoreResponse(model=name, scores=results)
 
-    @app.post("/api/read", response_model=ReadResponse, dependencies=api, responses=ERRORS)
+    @app.post("/api/read", response_model=ReadResponse, dependencies=api, responses=responses)
     async def read(body: ReadRequest, request: Request) -> ReadResponse | Response:
         name = decoder_named(body.model)
         decoder = decoders[name]
@@ -359,7 +394,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             result.image = number
         return ReadResponse(model=name, beam=beam, readings=results)
 
-    @app.get("/api/examples", response_model=ExampleList, dependencies=api, responses=ERRORS)
+    @app.get("/api/examples", response_model=ExampleList, dependencies=api, responses=responses)
     def examples(  # a plain def: FastAPI runs it in a thread (the first call makes canvases)
         name: Annotated[
             str | None, Query(alias="model", description="a served run; the first if left out")

@@ -13,17 +13,31 @@ says which.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from attnmt.explain import METHODS, scale_of
+from attnmt.serve.validation import MAX_LEVEL, exactly_one, image_problem, whole
 
 MAX_BEAM = 16
 MAX_IG_STEPS = 256
-MAX_LEVEL = 16  # grey levels of an image are 0..MAX_LEVEL (attnmt.data.images.LEVEL_CHARS)
-Level = Annotated[int, Field(ge=0, le=MAX_LEVEL)]
+# Whole numbers, 5.0 as 5 (validation.py). The bounds come before the validator: after it,
+# or on a field of `Beam | None`, pydantic publishes them as "ge"/"le", which JSON Schema
+# ignores, instead of "minimum"/"maximum".
+Whole = Annotated[int, BeforeValidator(whole)]
+Beam = Annotated[int, Field(ge=1, le=MAX_BEAM), BeforeValidator(whole)]
+Level = Annotated[int, Field(ge=0, le=MAX_LEVEL), BeforeValidator(whole)]
+# An image is a non-empty list of non-empty rows (published as minItems; that the rows are
+# equally long, which JSON Schema cannot say, `image_problem` checks).
+Image = Annotated[list[Annotated[list[Level], Field(min_length=1)]], Field(min_length=1)]
 
 
 class _Strict(BaseModel):
@@ -35,15 +49,18 @@ class _Strict(BaseModel):
 # unfitting method is refused with the library's sentence rather than pydantic's.
 EXPLAIN = Field(
     None,
-    description=f"an explanation method ({', '.join(METHODS)}; GET /api/model lists the "
-    "run's): the weights and alignments are then its matrix, read by forced decoding of the "
-    "output; null: the attention as decoded",
+    description="an explanation method (GET /api/model lists the run's): the weights and "
+    "alignments are then its matrix, read by forced decoding of the output; null: the "
+    "attention as decoded",
+    json_schema_extra={"anyOf": [{"type": "string", "enum": list(METHODS)}, {"type": "null"}]},
 )
 IG_STEPS = Field(32, ge=1, le=MAX_IG_STEPS, description="integration steps of integrated-gradients")
 
 
 class TranslateRequest(_Strict):
     """One sentence (`text`) or several (`lines`), and how to translate them."""
+
+    model_config = exactly_one("text", "lines")
 
     text: str | None = Field(
         None, description="one sentence; line breaks in it count as spaces", examples=["Hello"]
@@ -54,9 +71,7 @@ class TranslateRequest(_Strict):
     model: str | None = Field(
         None, description="the name of a served run (GET /api/models); the first one if left out"
     )
-    beam: int | None = Field(
-        None, ge=1, le=MAX_BEAM, description="beam size (1 = greedy); by default the server's"
-    )
+    beam: Beam | None = Field(None, description="beam size (1 = greedy); by default the server's")
     alignments: bool | None = Field(
         None,
         description="word alignments (words, links, Pharaoh); by default whenever the model "
@@ -68,7 +83,7 @@ class TranslateRequest(_Strict):
         "per layer and head, and each layer's mean over heads; with explain, its one matrix)",
     )
     explain: str | None = EXPLAIN
-    ig_steps: int = IG_STEPS
+    ig_steps: Whole = IG_STEPS
 
     @model_validator(mode="after")
     def _one_input(self) -> TranslateRequest:
@@ -77,62 +92,35 @@ class TranslateRequest(_Strict):
         return self
 
 
-def _image_problem(image: Any, which: str) -> str | None:
-    """Why `image` (raw JSON) is not rows of equal length of grey levels 0..16, as one
-    sentence about `which` ("the image", "image 2 (from 0)"); None if it is."""
-    if not isinstance(image, list) or not image:
-        return f"{which} must be a non-empty list of rows, each a list of grey levels"
-    width = None
-    for r, row in enumerate(image):
-        if not isinstance(row, list) or not row:
-            return f"row {r} of {which} is not a non-empty list of grey levels"
-        if width is not None and len(row) != width:
-            return (
-                f"row {r} of {which} has {len(row)} pixels but row 0 has {width}; "
-                "every row must be as long"
-            )
-        width = len(row)
-        for c, value in enumerate(row):
-            whole = isinstance(value, int) and not isinstance(value, bool)
-            if not whole or not 0 <= value <= MAX_LEVEL:
-                return (
-                    f"{which} holds {json.dumps(value)} at row {r}, column {c}; a grey level "
-                    f"is a whole number from 0 to {MAX_LEVEL}"
-                )
-    return None
-
-
 class ReadRequest(_Strict):
     """One image (`image`) or several (`images`) for a run that reads images, and how to
     read them. An image is its rows, top to bottom, each a list of grey levels 0..16 left
     to right (0 is the background, 16 full ink), of the size the run reads (GET
     /api/model: `image.height` rows of `image.width` levels)."""
 
-    image: list[list[Level]] | None = Field(
+    model_config = exactly_one("image", "images")
+
+    image: Image | None = Field(
         None, description="one image: rows of grey levels 0..16 (ink is high, paper 0)"
     )
-    images: list[list[list[Level]]] | None = Field(
-        None, description="several images, read in one batch"
-    )
+    images: list[Image] | None = Field(None, description="several images, read in one batch")
     model: str | None = Field(
         None, description="the name of a served run (GET /api/models); the first one if left out"
     )
-    beam: int | None = Field(
-        None, ge=1, le=MAX_BEAM, description="beam size (1 = greedy); by default the server's"
-    )
+    beam: Beam | None = Field(None, description="beam size (1 = greedy); by default the server's")
     weights: bool | None = Field(
         None,
         description="the attention of each step as a map over the pixels (and the glimpse "
         "path); by default whenever the model has attention or explain is given",
     )
     explain: str | None = EXPLAIN
-    ig_steps: int = IG_STEPS
+    ig_steps: Whole = IG_STEPS
 
     # Checked before the types: one sentence for a bad image, not one error per pixel.
     @field_validator("image", mode="before")
     @classmethod
     def _one_image(cls, value: Any) -> Any:
-        if value is not None and (problem := _image_problem(value, "the image")):
+        if value is not None and (problem := image_problem(value, "the image")):
             raise ValueError(problem)
         return value
 
@@ -141,7 +129,7 @@ class ReadRequest(_Strict):
     def _each_image(cls, value: Any) -> Any:
         if isinstance(value, list):
             for i, image in enumerate(value):
-                if problem := _image_problem(image, f"image {i} (from 0)"):
+                if problem := image_problem(image, f"image {i} (from 0)"):
                     raise ValueError(problem)
         return value
 
@@ -247,6 +235,8 @@ class ScorePair(_Strict):
 class ScoreRequest(_Strict):
     """Given translations to score (forced decoding), one `pair` or several (`pairs`)."""
 
+    model_config = exactly_one("pair", "pairs")
+
     pair: ScorePair | None = Field(None, description="one source and its translation")
     pairs: list[ScorePair] | None = Field(None, description="several, scored in one batch")
     model: str | None = Field(
@@ -257,7 +247,7 @@ class ScoreRequest(_Strict):
     )
     weights: bool = Field(False, description="the attention matrices, as in /api/translate")
     explain: str | None = EXPLAIN
-    ig_steps: int = IG_STEPS
+    ig_steps: Whole = IG_STEPS
 
     @model_validator(mode="after")
     def _one_input(self) -> ScoreRequest:
