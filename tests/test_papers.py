@@ -123,7 +123,7 @@ def test_cosine_beta_fixed_from_the_config():
 def _xu(model_overrides=(), train_overrides=()):
     """A tiny attentional RNN, its config and a batch of three sentences."""
     from attnmt.config import load_config
-    from attnmt.data.types import Example, collate
+    from attnmt.data import Example, collate
     from attnmt.models import build_model
 
     config = load_config(

@@ -47,10 +47,11 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "list":
         return _list(args.books)
 
-    # Lazy on purpose: `prepare` brings torch and sentencepiece, which `list` does without.
+    # Lazy on purpose: `prepare` brings sentencepiece and numpy, which `list` does without.
     from attnmt.data import preparation as preparing
 
-    cfg = load_config(args.config, args.overrides)
+    # Checked without torch: the attention and the device wait for `attnmt train`.
+    cfg = load_config(args.config, args.overrides, torch=False)
     started = time.perf_counter()
     data = preparing.prepare(cfg.data, progress=args.action == "prepare")
     seconds = time.perf_counter() - started

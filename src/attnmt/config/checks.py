@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import sqlite3
 import typing
 from typing import Any, Literal, get_args, get_origin
@@ -162,19 +163,13 @@ def _check_fields(cfg: Any, section: str) -> None:
 UNIFORM_INIT_MODELS = ("rnnencdec", "rnnsearch", "luong")
 
 
-def check_model(cfg: ModelConfig) -> None:
-    """Names, sizes and combinations of a model config; `ConfigError` naming the key."""
-    # Lazy on purpose: loading a config (`attnmt data list`, `--help`) stays free of
-    # torch; it is imported when a model config is checked.
-    import torch
-
-    from attnmt import attention
-
+def check_model(cfg: ModelConfig, *, with_attention: bool = True) -> None:
+    """Names, sizes and combinations of a model config; `ConfigError` naming the key.
+    `with_attention=False` leaves out the attention's names and widths, which need torch
+    (`TORCH_FREE_CHECKS`)."""
     _choose("model.name", cfg.name, MODELS, "model")
-    names = attention.names()
-    _choose("model.attention", cfg.attention, names["score"], "attention score")
-    _choose("model.scope", cfg.scope, names["scope"], "attention scope")
-    _choose("model.mode", cfg.mode, names["mode"], "attention mode")
+    if with_attention:
+        _check_attention_names(cfg)
     _check_fields(cfg, "model")
     if cfg.mode == "hard" and cfg.name not in ATTENTIONAL_RNNS:  # glimpses: its own policy
         raise ConfigError(
@@ -197,18 +192,36 @@ def check_model(cfg: ModelConfig) -> None:
             f"model.hidden_size={cfg.hidden_size} (d_model) must be divisible by "
             f"model.heads={cfg.heads}"
         )
-    if cfg.name in KEY_WIDTHS:
-        # Whether the score takes these widths (dot needs query and keys equally wide):
-        # built on the meta device, so no memory is allocated.
-        try:
-            with torch.device("meta"):
-                key_dim = KEY_WIDTHS[cfg.name] * cfg.hidden_size
-                attention.build(**attention_options(cfg, cfg.hidden_size, key_dim))
-        except ValueError as err:
-            raise ConfigError(
-                f"model.attention={cfg.attention!r} cannot be used with "
-                f"model.name={cfg.name!r}: {err}"
-            ) from None
+    if with_attention and cfg.name in KEY_WIDTHS:
+        _check_attention_widths(cfg)
+
+
+def _check_attention_names(cfg: ModelConfig) -> None:
+    # Lazy on purpose: loading a config (`attnmt data`, `--help`) stays free of torch; it
+    # is imported when a model's attention is checked.
+    from attnmt import attention
+
+    names = attention.names()
+    _choose("model.attention", cfg.attention, names["score"], "attention score")
+    _choose("model.scope", cfg.scope, names["scope"], "attention scope")
+    _choose("model.mode", cfg.mode, names["mode"], "attention mode")
+
+
+def _check_attention_widths(cfg: ModelConfig) -> None:
+    """Whether the score takes the model's widths (dot needs query and keys equally wide):
+    built on the meta device, so no memory is allocated."""
+    import torch  # lazy: see `_check_attention_names`
+
+    from attnmt import attention
+
+    try:
+        with torch.device("meta"):
+            key_dim = KEY_WIDTHS[cfg.name] * cfg.hidden_size
+            attention.build(**attention_options(cfg, cfg.hidden_size, key_dim))
+    except ValueError as err:
+        raise ConfigError(
+            f"model.attention={cfg.attention!r} cannot be used with model.name={cfg.name!r}: {err}"
+        ) from None
 
 
 def attention_options(cfg: ModelConfig, query_dim: int, key_dim: int) -> dict[str, Any]:
@@ -333,11 +346,13 @@ def _check_books(
         )
 
 
-def check_train(cfg: TrainConfig) -> None:
-    """Device, choices and numbers of a training config."""
-    from attnmt.devices import DEVICES  # lazy: it brings torch (see `check_model`)
+def check_train(cfg: TrainConfig, *, with_device: bool = True) -> None:
+    """Device, choices and numbers of a training config (`with_device=False`: not the
+    device, whose names come with torch)."""
+    if with_device:
+        from attnmt.devices import DEVICES  # lazy: it brings torch (see `check_model`)
 
-    _choose("train.device", cfg.device, DEVICES, "device", {"gpu": "cuda", "metal": "mps"})
+        _choose("train.device", cfg.device, DEVICES, "device", {"gpu": "cuda", "metal": "mps"})
     _check_fields(cfg, "train")
 
 
@@ -397,6 +412,14 @@ SECTION_CHECKS: dict[type, Any] = {
     ModelConfig: check_model,
     TrainConfig: check_train,
     Config: check_combination,  # its sections were checked as they were built
+}
+# The checks that need no torch (`load_config(..., torch=False)`, `attnmt data`): all but the
+# model's attention (names and widths) and train.device, checked by the commands that build
+# a model.
+TORCH_FREE_CHECKS: dict[type, Any] = {
+    **SECTION_CHECKS,
+    ModelConfig: functools.partial(check_model, with_attention=False),
+    TrainConfig: functools.partial(check_train, with_device=False),
 }
 
 

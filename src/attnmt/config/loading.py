@@ -8,16 +8,18 @@ import difflib
 import math
 import types
 import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import yaml
 
-from attnmt.config.checks import SECTION_CHECKS
+from attnmt.config.checks import SECTION_CHECKS, TORCH_FREE_CHECKS
 from attnmt.config.sections import Config
 from attnmt.errors import ConfigError
 
 T = TypeVar("T")
+Checks = Mapping[type, Callable[[Any], None]]  # section type -> its check
 
 
 # --------------------------------------------------------------------------------------
@@ -45,13 +47,13 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _convert(value: Any, tp: Any, where: str) -> Any:
+def _convert(value: Any, tp: Any, where: str, checks: Checks = SECTION_CHECKS) -> Any:
     """Check `value` against the annotation `tp`, converting where it is lossless."""
     origin = get_origin(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{where} must be a mapping of keys, got {value!r}")
-        return from_dict(tp, value, where)
+        return from_dict(tp, value, where, checks=checks)
     if origin is Literal:
         if value not in get_args(tp):
             raise ConfigError(f"{where} must be {_type_name(tp)}, got {value!r}")
@@ -101,11 +103,18 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
-def from_dict(cls: type[T], values: dict[str, Any], where: str = "") -> T:
+def from_dict(
+    cls: type[T],
+    values: dict[str, Any],
+    where: str = "",
+    *,
+    checks: Checks = SECTION_CHECKS,
+) -> T:
     """Build dataclass `cls` from `values`, refusing unknown keys, wrong types and values.
 
     A section (`DataConfig`, `ModelConfig`, `TrainConfig`) is then checked by `check`, so
-    a bad name or number fails here, before any data is prepared.
+    a bad name or number fails here, before any data is prepared (`checks`: the check of
+    each section type, `TORCH_FREE_CHECKS` for `load_config(..., torch=False)`).
     """
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
@@ -114,10 +123,10 @@ def from_dict(cls: type[T], values: dict[str, Any], where: str = "") -> T:
         full = f"{where}.{key}" if where else str(key)
         if key not in hints:
             raise ConfigError(f"unknown key '{full}'{_suggest(str(key), names, where)}")
-        kwargs[key] = _convert(value, hints[key], full)
+        kwargs[key] = _convert(value, hints[key], full, checks)
     built = cls(**kwargs)
-    if cls in SECTION_CHECKS:
-        SECTION_CHECKS[cls](built)
+    if cls in checks:
+        checks[cls](built)
     return built
 
 
@@ -185,8 +194,18 @@ def _yaml_error(path: Path, text: str, err: yaml.YAMLError) -> str:
     )
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Read a YAML experiment file (or the defaults if `path` is None) and apply overrides."""
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | None = None,
+    *,
+    torch: bool = True,
+) -> Config:
+    """Read a YAML experiment file (or the defaults if `path` is None) and apply overrides.
+
+    `torch=False` checks everything that can be checked without importing torch
+    (`TORCH_FREE_CHECKS`): `attnmt data` prepares a corpus without it, and the commands
+    that build a model check the rest (the attention, the device) when they load the file.
+    """
     tree: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
@@ -218,7 +237,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         tree = loaded
     for override in overrides or []:
         apply_override(tree, override)
-    return from_dict(Config, tree)
+    return from_dict(Config, tree, checks=SECTION_CHECKS if torch else TORCH_FREE_CHECKS)
 
 
 def save_config(cfg: Config, path: str | Path) -> None:

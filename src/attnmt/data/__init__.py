@@ -28,14 +28,14 @@ _EXPORTS = {
     "batches_by_length": "batching",
     "eval_batches": "batching",
     "pad_batch": "batching",
-    "padding_fraction": "batching",
+    "padding_fraction": "buckets",
     "PreparedData": "preparation",
     "prepare": "preparation",
     "Vocab": "subwords",
     "load_vocab": "subwords",
     "Batch": "types",
     "Example": "types",
-    "collate": "types",
+    "collate": "batching",
     "BOS": "vocab",
     "EOS": "vocab",
     "PAD": "vocab",
@@ -65,14 +65,15 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from attnmt.data.batching import (
         TokenBatcher,
         batches_by_length,
+        collate,
         eval_batches,
         pad_batch,
-        padding_fraction,
     )
+    from attnmt.data.buckets import padding_fraction
     from attnmt.data.preparation import PreparedData, prepare
     from attnmt.data.store import TokenStore
     from attnmt.data.subwords import Vocab, load_vocab
-    from attnmt.data.types import Batch, Example, collate
+    from attnmt.data.types import Batch, Example
     from attnmt.data.vocab import BOS, EOS, PAD, UNK
 
 

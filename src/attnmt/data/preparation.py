@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from attnmt.config import DataConfig
 from attnmt.data import alignments, bible, images, streaming
-from attnmt.data.batching import padding_fraction
+from attnmt.data.buckets import padding_fraction
 from attnmt.data.cache import (
     CORPORA,
     IMAGES,
