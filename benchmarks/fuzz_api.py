@@ -158,11 +158,19 @@ def serve(runs: dict[str, Path], key: str | None, examples: int, seed: int):
 def fuzz(schema) -> dict:
     """Run every phase against `schema`'s app: {"tried": {(route, status): n}, "phases":
     {phase: n}, "failures": [{route, check, title, message, curl}]}."""
-    tried, phases, failures = Counter(), Counter(), []
     # Hypothesis cannot draw floats where subnormals flush to zero, which loading a run
-    # turned on (attnmt.devices.flush_denormals) in this thread; the engine's threads
-    # start from this one's floating-point state. The server is unaffected by it.
+    # turned on (attnmt.devices.flush_denormals) in this thread; the engine's threads start
+    # from this one's floating-point state. The server's workers keep theirs.
+    flushing = float("5e-324") * 1.0 == 0.0
     torch.set_flush_denormal(False)
+    try:
+        return run_engine(schema)
+    finally:
+        torch.set_flush_denormal(flushing)
+
+
+def run_engine(schema) -> dict:
+    tried, phases, failures = Counter(), Counter(), []
     for event in engine.from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished):
             recorder = event.recorder
