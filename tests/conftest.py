@@ -1,14 +1,48 @@
-"""Tiny trained runs shared by the `attnmt serve` tests (trained once per session, on use)."""
+"""Tiny trained runs shared by the `attnmt serve` tests (trained once per session, on use),
+and a switch to run the suite as another kind of CPU would (tests/README.md)."""
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
 import pytest
+import torch
 
+from attnmt import devices
 from attnmt.config import load_config
 from attnmt.training import train
+
+# `train.precision: auto` follows the CPU's bf16 support as PyTorch's CPUID checks and the
+# kernel's flags report it (attnmt.devices.bf16_kind), not the kernels PyTorch runs:
+# ATTNMT_TEST_BF16_KIND makes this process report the support of another kind of CPU,
+# beside ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA / MKL_ENABLE_INSTRUCTIONS, which pick the
+# kernels (tests/README.md). Subprocesses a test starts still see the real CPU.
+PRETEND_BF16 = {"amx": (True, True), "avx512_bf16": (False, True), "none": (False, False)}
+BF16_FLAGS = frozenset({"amx_bf16", "amx_tile", "amx_int8", "avx512_bf16"})
+
+
+def pretend_bf16_kind() -> None:
+    """Report the bf16 support ATTNMT_TEST_BF16_KIND names (amx, avx512_bf16, none)."""
+    name = os.environ.get("ATTNMT_TEST_BF16_KIND")
+    if not name:
+        return
+    if name not in PRETEND_BF16:
+        raise pytest.UsageError(f"ATTNMT_TEST_BF16_KIND must be one of {', '.join(PRETEND_BF16)}")
+    amx, avx512_bf16 = PRETEND_BF16[name]
+    flags = devices.cpu_flags() - BF16_FLAGS
+    flags |= {"amx_bf16", "amx_tile"} if amx else set()
+    flags |= {"avx512_bf16"} if avx512_bf16 else set()
+    # test_devices.py monkeypatches these three with facts of its own, and gets these back.
+    torch.cpu._is_amx_tile_supported = lambda: amx
+    torch.cpu._is_avx512_bf16_supported = lambda: avx512_bf16
+    devices.cpu_flags = lambda: frozenset(flags)
+
+
+def pytest_configure(config):
+    pretend_bf16_kind()
+
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

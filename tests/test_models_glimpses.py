@@ -186,6 +186,8 @@ def test_the_score_function_estimates_the_gradient_of_the_expected_reward():
     sample = (means + std * torch.randn(samples, 2)).detach()
     reward = -((sample - target) ** 2).sum(dim=-1)  # (M,)
     (reward * location_log_prob(sample, means, std)).mean().backward()
+    # A Monte Carlo mean: each sample's term has a standard deviation of about 3.7 here, so
+    # the estimate's standard error is 3.7 / sqrt(200,000) = 0.009 and 0.03 is 3.5 of them.
     torch.testing.assert_close(mean.grad, -2 * (mean.detach() - target), atol=0.03, rtol=0)
 
 
@@ -341,8 +343,11 @@ def test_cross_entropy_and_reinforce_learn_the_quadrant():
     torch.manual_seed(0)
     model = Glimpses(21, 8, image_height=16, hidden_size=32, glimpses=3, patch=4, scales=3)
     losses, rewards, accuracy = _train_on_quadrants(model)
+    # Far from what training reaches, whose rounding differs by CPU (fp32 here, no autocast):
+    # seeds 0-2 ended at a loss ratio of 0.008-0.046, accuracy 1.0 and rewards 0.98-1.0 (an
+    # Intel Xeon with AMX; seed 0 the same with AVX2 kernels). Chance is 0.25.
     assert sum(losses[-20:]) / 20 < 0.5 * sum(losses[:20]) / 20
-    assert accuracy > 0.6  # chance: 0.25
+    assert accuracy > 0.6
     assert sum(rewards[-20:]) / 20 > 0.6
 
 
@@ -401,6 +406,7 @@ def test_reinforce_teaches_the_context_network_a_first_glimpse_that_pays():
     # One glimpse of one 4x4 patch. At the centre it rarely shows the square (0.35 here;
     # chance 0.25); placed by a context network trained with REINFORCE, the glimpse (its
     # patch and its "where" input, which can carry what the thumbnail saw) names the
-    # quadrant (0.985 here).
+    # quadrant (0.985 here). Seeds 0-2: 0.365-0.375 and 0.97-1.0 (an Intel Xeon with AMX, and
+    # seed 0 the same with AVX2 kernels): both bounds hold with room for any CPU's rounding.
     assert _one_glimpse_accuracy(context=0) < 0.6
     assert _one_glimpse_accuracy(context=4) > 0.8
