@@ -20,6 +20,10 @@ Methods (`METHODS`; docs/explain.md has the equations):
 - `occlusion`: log p(y_t) − log p(y_t | source subword s replaced by <unk>), each subword
   of the source in turn (the source EOS is never replaced: its column is 0); for images,
   each 4x4 cell of the canvas blacked out in turn (one column per grid cell).
+
+Long explanations stop when nobody waits for them (`attnmt.cancel`): `explain` calls
+`checkpoint()` before each sentence, and the forced decoding under occlusion and the
+attention methods between its batches.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from attnmt.cancel import checkpoint
 from attnmt.data.batching import DECODE_BATCH_TOKENS, pad_batch
 from attnmt.data.vocab import EOS, UNK
 from attnmt.errors import UserError
@@ -122,6 +127,7 @@ def explain(
     if method in GRADIENT_METHODS:
         out = []
         for src_ids, tgt_ids in pairs:
+            checkpoint()  # the server's client may have left (attnmt.cancel)
             started = time.perf_counter()
             if method == "grad-input":
                 result = gradient_times_input(model, src_ids, tgt_ids)
@@ -151,6 +157,7 @@ def explain(
     shared = (time.perf_counter() - started) / max(1, len(pairs))
     out = []
     for (src_ids, _), (_, weights) in zip(pairs, decoded, strict=True):
+        checkpoint()
         started = time.perf_counter()
         if method == "attention":
             matrix, passes = torch.as_tensor(select(weights, choice)), 1
@@ -164,6 +171,7 @@ def explain(
 
 
 def _timed(method: str, run) -> Explanation:
+    checkpoint()  # the server's client may have left (attnmt.cancel)
     started = time.perf_counter()
     matrix, passes = run()
     return Explanation(method, matrix, time.perf_counter() - started, passes)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnmt.cancel import checkpoint
 from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
 from attnmt.data.vocab import BOS, EOS
 from attnmt.errors import UserError
@@ -68,6 +69,7 @@ def forced_decode(
     lengths = [max(len(s), len(t)) for s, t in zip(sources, targets, strict=True)]
     try:
         for batch in batches_by_length(lengths, batch_tokens):
+            checkpoint()  # between batches: the server's client may have left (attnmt.cancel)
             src, src_mask = pad_batch([sources[i] for i in batch], device)
             tgt, _ = pad_batch([targets[i] for i in batch], device)
             out = model(src, src_mask, tgt[:, :-1], need_weights=need_weights)

@@ -19,6 +19,10 @@ gives greedy's tokens, score and log-probability.
 Neither search emits PAD or BOS: they are not words (PAD is never a training target and
 BOS only starts the decoder), so they are excluded at every step. `log_prob` stays the
 model's own log-probability of the tokens chosen (what forced decoding of them gives).
+
+Both call `attnmt.cancel.checkpoint()` before each decoder step, so a search whose client
+has left (inside the server's `stop_when`) stops within one step; elsewhere it costs one
+attribute read a step.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnmt.cancel import checkpoint
 from attnmt.data.vocab import BOS, EOS, PAD
 
 NEVER_EMITTED = (PAD, BOS)
@@ -87,6 +92,7 @@ def greedy(
     log_probs = torch.zeros(batch, device=src.device)
     tokens, weights = [], []
     for step in range(int(limits.max())):
+        checkpoint()  # the server's client may have left (attnmt.cancel)
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
         scores = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
         scores[:, NEVER_EMITTED] = float("-inf")  # not words: never output
@@ -162,6 +168,7 @@ def beam_search(
     # of finished sentences; RNNsearch beam 5 on the test book: benchmarks/README.md).
     ids = list(range(batch))
     for step in range(int(limits.max())):
+        checkpoint()  # the server's client may have left (attnmt.cancel)
         n = len(ids)
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
         vocab = logits.size(-1)
