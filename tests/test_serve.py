@@ -44,7 +44,9 @@ def test_health_and_models(client):
     health = client.get("/api/health").json()
     assert health == {
         "status": "ok",
-        "models": {n: {"waiting": 0, "capacity": 64} for n in ("rnn", "tf", "plain")},
+        "models": {
+            n: {"waiting": 0, "capacity": 64, "cancelled": 0} for n in ("rnn", "tf", "plain")
+        },
     }
     models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
     assert list(models) == ["rnn", "tf", "plain"]

@@ -33,7 +33,10 @@ LIMITS = {
     "max_line_chars": "characters per line; a longer line is answered with an error of its own",
     "queue_size": "requests waiting per model; more are answered 503 with Retry-After",
     "batch_lines": "lines of waiting requests decoded together",
-    "timeout": "seconds a request may wait and decode before 504",
+    "timeout": "seconds a request may wait and decode before 504; then its decoding stops",
+    "max_search_steps": "a request's beam x its lines' longest outputs; more is answered 413",
+    "max_explain_passes": "sequences a request's explanation runs through the model (integrated "
+    "gradients: ig_steps x target tokens); more is answered 413",
 }
 
 
@@ -85,7 +88,8 @@ def named_runs(specs: list[str]) -> dict[str, str]:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    for flag in ("max_body_bytes", "max_lines", "max_line_chars", "queue_size", "batch_lines"):
+    counts = ("max_body_bytes", "max_lines", "max_line_chars", "queue_size", "batch_lines")
+    for flag in (*counts, "max_search_steps", "max_explain_passes"):
         if getattr(args, flag) < 1:
             raise UserError(f"--{flag.replace('_', '-')} must be at least 1")
     if not 1 <= args.beam <= MAX_BEAM:
@@ -102,6 +106,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         batch_lines=args.batch_lines,
         timeout=args.timeout,
         api_key=key,
+        max_search_steps=args.max_search_steps,
+        max_explain_passes=args.max_explain_passes,
     )
 
 

@@ -8,10 +8,11 @@ Routes: `GET /` (the attention explorer page), `GET /api/health`, `GET /api/mode
 text: translate, or score given translations by forced decoding), `POST /api/read`
 and `GET /api/examples?model=NAME` (runs that read images); FastAPI's own `/openapi.json`
 and `/docs`. Every error is JSON `{"detail": "one sentence"}` with its status: 401 (API
-key), 404 (no such model), 413 (body or line count over the limit), 422 (malformed JSON, a
-field of the wrong type or unknown, input the run does not read, an explanation method
-that does not fit the run), 503 with Retry-After (queue full), 504 (waited too long). No
-route reads or writes a file a client names: the page is read once, at start.
+key), 404 (no such model), 413 (body, line count or compute budget over the limit), 422
+(malformed JSON, a field of the wrong type or unknown, input the run does not read, an
+explanation method that does not fit the run), 503 with Retry-After (queue full), 504
+(waited too long). No route reads or writes a file a client names: the page is read
+once, at start.
 """
 
 from __future__ import annotations
@@ -73,7 +74,11 @@ class InvalidBody(BaseModel):
 ERRORS = {
     401: {"model": ErrorBody, "description": "the API key is missing or wrong"},
     404: {"model": ErrorBody, "description": "no served model has that name"},
-    413: {"model": ErrorBody, "description": "the body or the number of lines is over the limit"},
+    413: {
+        "model": ErrorBody,
+        "description": "the body, the number of lines, or the work asked for (search steps, "
+        "explanation passes: GET /api/model's limits) is over the limit",
+    },
     422: {
         "model": InvalidBody,
         "description": "malformed JSON, a field wrong or unknown, input the run does not read, "
@@ -238,7 +243,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         return Health(
             status="ok",
             models={
-                name: QueueState(waiting=w.waiting, capacity=w.capacity)
+                name: QueueState(waiting=w.waiting, capacity=w.capacity, cancelled=w.cancelled)
                 for name, w in workers.items()
             },
         )
@@ -288,7 +293,9 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         """The worker's results for `lines`, or None when the client has left; the queue's
         refusals become their HTTP errors."""
         worker = workers[name]
-        try:
+        if problem := decoders[name].over_budget(lines, options):
+            raise HTTPException(413, problem)
+        try:  # the job's deadline is the timeout: past it, its decoding stops (as on leaving)
             return await worker.run(
                 lines, options, timeout=settings.timeout, disconnected=request.is_disconnected
             )

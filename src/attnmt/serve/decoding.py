@@ -6,6 +6,8 @@ shapes the answer. A bad line is answered on its own (`error`), never failing th
 A run that reads images gets its lines as image texts and answers `ImageResult`s
 (`attnmt.serve.images`). With an explanation method (`attnmt.explain`), the method's
 matrix of each output takes the attention's place, and the answer says what it cost.
+Before any of it, `RunDecoder.over_budget` counts the request's work against the server's
+budget (`attnmt.serve.budget`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from attnmt.inference.attention_maps import (
 )
 from attnmt.inference.scoring import score_pairs
 from attnmt.inference.translator import rounded_matrix
+from attnmt.models.vision import cell_boxes
+from attnmt.serve.budget import LineSize, refusal
 from attnmt.serve.images import ImageRun
 from attnmt.serve.schemas import (
     MAX_BEAM,
@@ -61,6 +65,10 @@ class Settings:
     batch_lines: int = 64
     timeout: float = 60.0
     api_key: str | None = None
+    # A request's compute (attnmt.serve.budget): the largest allowed takes the quickstart
+    # model under a minute, the timeout, on one thread of a busy Xeon (docs/serving.md).
+    max_search_steps: int = 1 << 17  # beam x longest outputs: beam 5 on 256 30-subword lines
+    max_explain_passes: int = 1 << 12  # integrated gradients at 32 steps on 4 such lines
 
 
 def clean_line(line: str, max_chars: int) -> tuple[str, str | None]:
@@ -175,8 +183,66 @@ class RunDecoder:
                 max_line_chars=self.settings.max_line_chars,
                 max_source_tokens=self._translator(self.settings.beam).limit,
                 max_beam=MAX_BEAM,
+                max_search_steps=self.settings.max_search_steps,
+                max_explain_passes=self.settings.max_explain_passes,
             ),
         )
+
+    # --- the budget ----------------------------------------------------------------------
+
+    def over_budget(self, lines: Sequence[Any], options: Options) -> str | None:
+        """Why decoding `lines` with `options` is over the server's compute budget, as one
+        sentence saying what to lower (`attnmt.serve.budget`); None when it is within."""
+        settings = self.settings
+        if options.explain is None:  # a search only: its bound needs no subwords counted
+            if options.task == "score":
+                return None
+            if options.beam * len(lines) * self._output(None) <= settings.max_search_steps:
+                return None
+        cells, what = None, "pairs" if options.task == "score" else "lines"
+        if self.images is not None:
+            cells, what = len(cell_boxes(self.images.height, self.images.width)), "images"
+        return refusal(
+            options,
+            self._sizes(lines, options),
+            max_search_steps=settings.max_search_steps,
+            max_explain_passes=settings.max_explain_passes,
+            what=what,
+            cells=cells,
+        )
+
+    def _output(self, source: int | None) -> int:
+        """The longest output the search allows a source of `source` subwords (None: of
+        the longest source this run reads), EOS included (`search.max_lengths`)."""
+        translator = self._translator(self.settings.beam)
+        if source is None:
+            source = translator.limit
+        longest = int((source + 1) * translator.max_len_ratio) + 5
+        cap = self.loaded.model.max_output_tokens
+        return longest if cap is None else min(longest, cap)
+
+    def _sizes(self, lines: Sequence[Any], options: Options) -> list[LineSize]:
+        """The budget's view of each line that will be decoded (a line answered with an
+        error of its own, or an empty one, is not)."""
+        if self.images is not None:  # the reading's length is unknown: its longest
+            pixels = self.images.height * self.images.width
+            return [LineSize(pixels, self._output(None), self._output(None)) for _ in lines]
+        translator, chars = self._translator(self.settings.beam), self.settings.max_line_chars
+        sizes = []
+        for line in lines:
+            source, target = line if options.task == "score" else (line, None)
+            text, error = clean_line(source, chars)
+            if error is not None or (target is None and not text):
+                continue
+            length = min(len(translator.vocab.src.encode(text)), translator.limit)
+            explained = length + 1  # a translation is estimated as long as its source
+            if target is not None:
+                target, error = clean_line(target, chars)
+                if error is not None:
+                    continue
+                explained = len(translator.vocab.tgt.encode(target)) + 1
+            sizes.append(LineSize(length, self._output(length), explained))
+        return sizes
 
     # --- translating ---------------------------------------------------------------------
 

@@ -351,6 +351,15 @@ class Limits(BaseModel):
     max_line_chars: int
     max_source_tokens: int = Field(description="longer sources are cut (truncated: true)")
     max_beam: int
+    max_search_steps: int = Field(
+        description="a request's beam x its lines' longest outputs (2 x (source subwords + 1) "
+        "+ 5 each); more is answered 413"
+    )
+    max_explain_passes: int = Field(
+        description="sequences a request's explanation runs through the model (integrated "
+        "gradients: ig_steps x (target subwords + 1) + 2 a line, a translation's target "
+        "estimated as long as its source; occlusion: source subwords + 1); more is answered 413"
+    )
 
 
 class ImageInfo(BaseModel):
@@ -407,6 +416,10 @@ class ModelList(BaseModel):
 class QueueState(BaseModel):
     waiting: int
     capacity: int
+    cancelled: int = Field(
+        description="batches stopped part-way since the start: all their clients had left "
+        "or waited past the timeout"
+    )
 
 
 class Health(BaseModel):

@@ -8,6 +8,12 @@ model on top of each other. Memory stays bounded: at most `capacity` jobs wait (
 raises `QueueFullError` past that, which the app answers with 503 and Retry-After), and a
 job whose client left or timed out is taken out of the queue (`cancel`), freeing its place.
 
+Work nobody waits for stops: each batch is decoded inside `attnmt.cancel.stop_when`, so
+the search and the explanations (which call `checkpoint()` between their steps and
+chunks) raise `Cancelled` once *every* job of the batch is abandoned (its client left, or
+its deadline passed); a batch shared with a live client goes on. The thread then counts
+the batch in `cancelled` and takes the next job.
+
     worker = ModelWorker("quickstart", decode, capacity=64)   # decode(lines, options)
     worker.start()
     result = await worker.run(lines, options, timeout=60.0)  # from an event loop
@@ -18,12 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from attnmt.cancel import Cancelled, stop_when
 
 
 class QueueFullError(Exception):
@@ -54,6 +63,13 @@ class Job:
     options: Options
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
+    deadline: float = math.inf  # time.monotonic() past which nobody waits for the result
+
+    @property
+    def abandoned(self) -> bool:
+        """Nobody waits for the result: the future is settled or cancelled (the client
+        left, or `run` gave up), or the deadline has passed. Read from the worker thread."""
+        return self.future.done() or time.monotonic() >= self.deadline
 
     def deliver(self, results: list[Any] | None, error: BaseException | None = None) -> None:
         """Hand the outcome to the waiting coroutine (from the worker thread)."""
@@ -91,6 +107,7 @@ class ModelWorker:
         self._thread: threading.Thread | None = None
         self.batches = 0  # batches decoded, and the jobs in them (for the load figures)
         self.jobs_done = 0
+        self.cancelled = 0  # batches stopped part-way: every one of their jobs abandoned
         self.seconds_per_job = 0.1  # a moving average, for Retry-After
 
     @property
@@ -139,14 +156,16 @@ class ModelWorker:
     ) -> list[Any]:
         """Queue `lines`, wait for their results. Raises `QueueFullError`, `TimeoutError`, or
         `ClientGoneError` when `disconnected()` (an async callable) says the client left;
-        in each case (and on cancellation) the job no longer holds a place in the queue."""
+        in each case (and on cancellation) the job no longer holds a place in the queue,
+        and its decoding stops at the next checkpoint unless it shares a batch with a
+        client still waiting (the job's deadline is `timeout` from now)."""
         loop = asyncio.get_running_loop()
-        job = Job(list(lines), options, loop.create_future(), loop)
+        deadline = time.monotonic() + timeout
+        job = Job(list(lines), options, loop.create_future(), loop, deadline)
         self.submit(job)
-        deadline = loop.time() + timeout
         try:
             while True:
-                left = deadline - loop.time()
+                left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError
                 done, _ = await asyncio.wait({job.future}, timeout=min(left, 0.25))
@@ -179,13 +198,17 @@ class ModelWorker:
 
     def _serve(self) -> None:
         while (batch := self._take()) is not None:
-            batch = [job for job in batch if not job.future.done()]
+            batch = [job for job in batch if not job.abandoned]
             if not batch:
                 continue
             lines = [line for job in batch for line in job.lines]
             started = time.perf_counter()
             try:
-                results = self.decode(lines, batch[0].options)
+                with stop_when(lambda batch=batch: all(job.abandoned for job in batch)):
+                    results = self.decode(lines, batch[0].options)
+            except Cancelled:  # nobody waits: no result to deliver, on to the next job
+                self.cancelled += 1
+                continue
             except Exception as err:  # reported to each waiting client
                 for job in batch:
                     job.deliver(None, err)
