@@ -27,6 +27,7 @@ from attnmt.inference.attention_maps import AttentionChoice
 from attnmt.inference.scoring import forced_decode
 from attnmt.inference.search import beam_search, greedy
 from attnmt.models.builder import build_model
+from attnmt.models.vision import cell_boxes
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.budget import LineSize, explain_passes, search_steps
 from attnmt.serve.worker import ClientGoneError, ModelWorker, Options
@@ -301,6 +302,25 @@ def test_over_the_budget_is_413_saying_what_to_lower(rnn):
         body = {"lines": [line, "", "x" * 3000], "beam": 4}
         assert client.post("/api/translate", json=body).status_code == 200
         assert client.get("/api/health").json()["models"]["rnn"]["cancelled"] == 0
+
+
+def test_an_image_occlusion_counts_the_cells_it_blacks_out(tiny_image_runs):
+    run = load_run(tiny_image_runs["soft"])  # Show-Attend-Tell on 24x64 canvases
+    cells = len(cell_boxes(24, 64))
+    body = {"image": [[0] * 64] * 24, "explain": "occlusion"}
+    answers = []
+    for limit in (cells, cells + 1):  # the reading and each cell: one pass too many, enough
+        options = Settings(max_explain_passes=limit)
+        app = create_app({"soft": RunDecoder("soft", run, options)}, options)
+        with TestClient(app) as client:
+            answers.append(client.post("/api/read", json=body))
+    over, within = answers
+    assert over.status_code == 413 and over.json()["detail"] == (
+        f"occlusion on 1 image is {cells + 1} passes through the model, over this server's "
+        f"{cells} (--max-explain-passes): send fewer images"
+    )
+    assert within.status_code == 200, within.text
+    assert within.json()["readings"][0]["explanation"]["forward"] == cells + 1
 
 
 def test_serve_takes_the_budget_flags(capsys, monkeypatch, tiny_runs):
