@@ -120,6 +120,18 @@ def test_normalize():
     assert normalize("  a \t b\u3000c  ") == "a b c"
 
 
+def test_normalize_is_split_and_join_for_every_whitespace_character():
+    # Its fast path returns a printable text without "  " or an end space as it is: right
+    # only because " " is the one printable whitespace character, checked here for all.
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+    assert len(spaces) > 20
+    for space in spaces:
+        for text in (f"a{space}b", f"{space}a", f"a{space}", f"a {space}b", f"é{space}中"):
+            assert normalize(text) == " ".join(text.split()), repr(text)
+    for text in ("a b", "le chat noir", "\u00ad a", "", "a\u200bb", "中文 句子"):
+        assert normalize(text) == " ".join(text.split()), repr(text)
+
+
 def test_blank_extra_tsv_columns_are_missing_references(tmp_path):
     path = tmp_path / "dev.tsv"
     path.write_text("a cat\tun chat\t\t\nthe dog\tle chien\tle toutou\t\n", encoding="utf-8")

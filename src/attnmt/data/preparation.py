@@ -51,7 +51,7 @@ from attnmt.data.cache import (
     say_old_caches,
     write_text,
 )
-from attnmt.data.files import load_split, with_suffix
+from attnmt.data.files import load_split, normalize, with_suffix
 from attnmt.data.store import StoreWriter, TokenStore, id_dtype
 from attnmt.data.subwords import SentencePieceSide, Vocab, train_vocab, vocab_note
 from attnmt.data.synthetic import SymbolVocab, make_task
@@ -192,9 +192,7 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
             source, sample_pairs=cfg.subword_sample, seed=cfg.seed, spool=spool, on_chunk=bar.update
         )
     scan_seconds = time.perf_counter() - started
-    sample = [
-        (s, t) for s, t in ((" ".join(a.split()), " ".join(b.split())) for a, b in scanned.sample)
-    ]
+    sample = [(normalize(s), normalize(t)) for s, t in scanned.sample]
     sample = [(s, t) for s, t in sample if s and t and not _filtered(s, t, cfg)]
     if not scanned.lines or not sample:
         raise DataError(
@@ -237,9 +235,7 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
         file=sys.stderr,
     )
     try:
-        for part in streaming.encode(
-            scanned.source, settings, workers=workers, on_chunk=bar.update
-        ):
+        for part in streaming.encode(scanned, settings, workers=workers, on_chunk=bar.update):
             writer.add(part.ids, part.src_lengths, part.tgt_lengths)
             texts["src"].write(part.src_text)
             texts["tgt"].write(part.tgt_text)

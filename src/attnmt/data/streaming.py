@@ -6,17 +6,19 @@ on standard input) is read twice, a chunk of `CHUNK` lines at a time, and never 
 1. `scan` checks every line (UTF-8, equal line counts, a tab in every TSV line: a bad one
    stops here, naming file and line, before anything is encoded), counts the pairs and
    keeps a uniform random sample of them (reservoir sampling, Li's algorithm L, seeded) for
-   the subword model, so its training costs the same at 30k pairs or 30M. Standard input
-   is copied to a spool file in the (temporary) cache folder on the way.
-2. `encode` sends the chunks to worker processes (one per core, `data.workers`), which
-   clean (`files.normalize`), filter (an empty side, more than `max_words` words, a
+   the subword model, so its training costs the same at 30k pairs or 30M (each chunk's
+   text is decoded and split into lines once, and the sample takes its pairs from there).
+   Standard input is copied to a spool file in the (temporary) cache folder on the way.
+2. `encode` reads the chunks back whole (the scan keeps each one's size in bytes, so no
+   line is split twice) and sends them to worker processes (one per core, `data.workers`),
+   which clean (`files.normalize`), filter (an empty side, more than `max_words` words, a
    word-count ratio above `max_ratio`, a copy of a dev/test pair found by an 8-byte
    BLAKE2b hash of the pair) and encode them with sentencepiece; the main process writes
    the ids to the token store and the text to plain files, in line order. At most two
    chunks per worker are in flight, so memory does not grow with the corpus.
 
-The workers import only this module (numpy and sentencepiece, no torch) and start with
-`spawn`, safe in a process that already runs torch's threads.
+The workers import only this module and `attnmt.data.files` (numpy and sentencepiece, no
+torch) and start with `spawn`, safe in a process that already runs torch's threads.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import sentencepiece as spm
 
+from attnmt.data.files import normalize
 from attnmt.data.vocab import UNK
 from attnmt.errors import DataError
 
@@ -112,6 +115,9 @@ class Scan:
     lines: int
     sample: list[tuple[str, str]]
     source: Source  # where the second pass reads (the spool file for standard input)
+    # Each chunk's lines and bytes in each file: the second pass reads them back whole,
+    # without splitting lines again.
+    chunks: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
 
 
 def _shrink(weight: float, rng: random.Random, size: int) -> float:
@@ -186,30 +192,32 @@ def scan(
     take = sample_pairs + _skip(rng, weight)
     spooled = open(spool, "wb") if spool is not None else None  # noqa: SIM115
     lines = 0
+    sizes: list[tuple[int, tuple[int, ...]]] = []
     try:
         for first, parts in _chunks(source):
+            blobs = [b"".join(lines_of) for lines_of in parts]
             if spooled is not None:
-                spooled.write(b"".join(parts[0]))
-            for lines_of, path in zip(parts, source.paths, strict=True):
-                _decode(b"".join(lines_of), path, first)  # every byte checked, then dropped
+                spooled.write(blobs[0])
             if source.tsv:
                 _check_tsv(parts[0], source.paths[0], first)
             base, count = lines, len(parts[0])  # this chunk holds pairs base .. base+count-1
+            # Every byte checked; the text split into lines once, for the sample to take from.
+            texts = [
+                _lines(_decode(blob, path, first), count)
+                for blob, path in zip(blobs, source.paths, strict=True)
+            ]
+            sizes.append((count, tuple(map(len, blobs))))
             lines += count
             on_chunk(count)
 
-            def row(i: int, parts=parts, base=base) -> tuple[str, str]:
-                """Pair `i` (of the whole split) as text; only sampled lines are decoded."""
-                texts = [p[i - base].removesuffix(b"\n").decode("utf-8") for p in parts]
-                if i == 0:
-                    texts = [t.removeprefix("\ufeff") for t in texts]
+            def row(i: int, texts=texts, base=base) -> tuple[str, str]:
+                """Pair `i` (of the whole split) as text."""
                 if source.tsv:
-                    src, tgt = texts[0].split("\t")[:2]
+                    src, tgt = texts[0][i - base].split("\t")[:2]
                     return src, tgt
-                return texts[0], texts[1]
+                return texts[0][i - base], texts[1][i - base]
 
-            while len(sample) < min(sample_pairs, lines):
-                sample.append(row(len(sample)))
+            sample.extend(row(i) for i in range(len(sample), min(sample_pairs, lines)))
             while sample_pairs and take < lines:
                 sample[rng.randrange(sample_pairs)] = row(take)
                 weight = _shrink(weight, rng, sample_pairs)
@@ -218,7 +226,7 @@ def scan(
         if spooled is not None:
             spooled.close()
     read_from = Source((str(spool),), True) if spool is not None else source
-    return Scan(lines, sample, read_from)
+    return Scan(lines, sample, read_from, sizes)
 
 
 # --------------------------------------------------------------------------------------
@@ -300,7 +308,7 @@ def encode_chunk(task: tuple[int, list[bytes]]) -> Encoded:
     counts = dict.fromkeys(("empty", "long", "ratio", "duplicates"), 0)
     sources, targets, numbers, src_words, tgt_words = [], [], [], [], []
     for number, (a, b) in enumerate(raw, start=first):
-        src, tgt = " ".join(a.split()), " ".join(b.split())
+        src, tgt = normalize(a), normalize(b)
         if not src or not tgt:
             counts["empty"] += 1
             continue
@@ -354,25 +362,41 @@ def workers_for(requested: int, lines: int) -> int:
     return 0 if count <= 1 or lines < 4 * CHUNK else count
 
 
-def encode(source: Source, settings: Settings, *, workers: int, on_chunk) -> Iterator[Encoded]:
-    """The second pass: every chunk's `Encoded`, in order. `on_chunk(lines)` after each."""
+def _tasks(scanned: Scan) -> Iterator[tuple[int, tuple[int, list[bytes]]]]:
+    """(lines, task) for every chunk the scan found: its bytes read back whole."""
+    handles = [open_binary(p) for p in scanned.source.paths]
+    try:
+        first = 1
+        for count, sizes in scanned.chunks:
+            blobs = [h.read(n) for h, n in zip(handles, sizes, strict=True)]
+            for blob, n, path in zip(blobs, sizes, scanned.source.paths, strict=True):
+                if len(blob) != n:
+                    raise DataError(
+                        f"{_display(path)} changed while it was being prepared (it ends "
+                        f"before line {first + count - 1:,}); prepare again once it is written."
+                    )
+            yield count, (first, blobs)
+            first += count
+    finally:
+        for h in handles:
+            h.close()
 
-    def tasks() -> Iterator[tuple[int, list[bytes]]]:
-        for first, parts in _chunks(source):
-            yield first, [b"".join(p) for p in parts]
 
+def encode(scanned: Scan, settings: Settings, *, workers: int, on_chunk) -> Iterator[Encoded]:
+    """The second pass over what `scan` read: every chunk's `Encoded`, in order.
+    `on_chunk(lines)` after each."""
     if not workers:
         _start(settings)
-        for task in tasks():
+        for count, task in _tasks(scanned):
             result = encode_chunk(task)
-            on_chunk(_count(task))
+            on_chunk(count)
             yield result
         return
     context = multiprocessing.get_context("spawn")
     with context.Pool(workers, initializer=_start, initargs=(settings,)) as pool:
         pending: deque = deque()
-        for task in tasks():
-            pending.append((pool.apply_async(encode_chunk, (task,)), _count(task)))
+        for count, task in _tasks(scanned):
+            pending.append((pool.apply_async(encode_chunk, (task,)), count))
             if len(pending) >= 2 * workers:
                 result, lines = pending.popleft()
                 yield result.get()
@@ -381,11 +405,6 @@ def encode(source: Source, settings: Settings, *, workers: int, on_chunk) -> Ite
             result, lines = pending.popleft()
             yield result.get()
             on_chunk(lines)
-
-
-def _count(task: tuple[int, list[bytes]]) -> int:
-    blob = task[1][0]
-    return blob.count(b"\n") + (not blob.endswith(b"\n"))
 
 
 def add_histograms(a: np.ndarray, b: np.ndarray) -> np.ndarray:
