@@ -212,11 +212,8 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
         name=source.name,
         max_words=cfg.max_words,
         max_ratio=cfg.max_ratio,
-        held_out=frozenset(
-            streaming.pair_hash(ex.src, ex.tgt)
-            for exs in held.values()
-            for ex in exs
-            if cfg.drop_held_out
+        held_out=streaming.held_out_index(
+            (ex.src, ex.tgt) for exs in held.values() for ex in exs if cfg.drop_held_out
         ),
         dtype=dtype.name,
     )

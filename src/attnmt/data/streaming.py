@@ -13,7 +13,8 @@ on standard input) is read twice, a chunk of `CHUNK` lines at a time, and never 
    line is split twice) and sends them to worker processes (one per core, `data.workers`),
    which clean (`files.normalize`), filter (an empty side, more than `max_words` words, a
    word-count ratio above `max_ratio`, a copy of a dev/test pair found by an 8-byte
-   BLAKE2b hash of the pair) and encode them with sentencepiece; the main process writes
+   BLAKE2b hash of the pair, computed only where the lengths of both sides match a
+   held-out pair's) and encode them with sentencepiece; the main process writes
    the ids to the token store and the text to plain files, in line order. At most two
    chunks per worker are in flight, so memory does not grow with the corpus.
 
@@ -32,7 +33,7 @@ import os
 import random
 import sys
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -51,6 +52,16 @@ HISTOGRAM_WIDTH = 10  # words a bin of the length histograms, as in preparation.
 def pair_hash(src: str, tgt: str) -> bytes:
     """The 8-byte fingerprint of a pair that the held-out leak check compares."""
     return hashlib.blake2b(f"{src}\t{tgt}".encode(), digest_size=8).digest()
+
+
+def held_out_index(pairs: Iterable[tuple[str, str]]) -> dict[tuple[int, int], frozenset[bytes]]:
+    """The dev/test pairs as the workers look them up: their `pair_hash`es by the length
+    of each side (in characters), so that a training pair of other lengths, nearly every
+    one, is never hashed."""
+    index: dict[tuple[int, int], set[bytes]] = {}
+    for src, tgt in pairs:
+        index.setdefault((len(src), len(tgt)), set()).add(pair_hash(src, tgt))
+    return {lengths: frozenset(hashes) for lengths, hashes in index.items()}
 
 
 def open_binary(path: str) -> BinaryIO:
@@ -244,7 +255,7 @@ class Settings:
     name: str  # the source file's name, for pair ids
     max_words: int
     max_ratio: float
-    held_out: frozenset[bytes]
+    held_out: dict[tuple[int, int], frozenset[bytes]]  # `held_out_index`
     dtype: str
 
 
@@ -317,7 +328,8 @@ def encode_chunk(task: tuple[int, list[bytes]]) -> Encoded:
         if dropped:
             counts[dropped] += 1
             continue
-        if s.held_out and pair_hash(src, tgt) in s.held_out:
+        hashes = s.held_out.get((len(src), len(tgt)))
+        if hashes and pair_hash(src, tgt) in hashes:
             counts["duplicates"] += 1
             continue
         sources.append(src)
