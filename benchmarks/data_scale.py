@@ -38,6 +38,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -264,9 +265,11 @@ def ours(work: Path, corpus: Path, attnmt: str, steps: int) -> dict:
             }
         return None
 
-    train = measure([attnmt, "train", str(config)], cwd=work, until=until)
+    # steps=0 (--no-train): the preparation alone, where training is too slow to time.
+    train = measure([attnmt, "train", str(config)], cwd=work, until=until) if steps else {}
     return {
         "pairs_kept": stats["pairs"]["train"],
+        "lines": stats["lines"]["train"],
         "prepare_s": prep["seconds"],
         "prepare_peak_mb": prep["peak_rss_mb"],
         "seconds": first["seconds"],
@@ -281,6 +284,14 @@ def ours(work: Path, corpus: Path, attnmt: str, steps: int) -> dict:
         "tokens_per_s": train.get("tokens_per_s"),
         "model": str(folder / "vocab" / "joint.model"),
     }
+
+
+def again(work: Path, attnmt: str) -> float:
+    """`ours`' preparation with the subword model cached, once more: its seconds."""
+    cache = work / "cache"
+    shutil.rmtree(next(p for p in cache.iterdir() if p.name.startswith("files-")))
+    config = work / "config.yaml"
+    return measure([attnmt, "data", "prepare", str(config), "--json"], cwd=work)["seconds"]
 
 
 def _memory(pid: int) -> dict:
@@ -521,6 +532,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
     parser.add_argument("--work", type=Path, default=HERE / ".data-scale")
     parser.add_argument("--steps", type=int, default=40, help="training steps timed per size")
+    parser.add_argument(
+        "--no-train", action="store_true", help="skip timing attnmt train (prepare only)"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="time the cached-subwords preparation and datasets N times, alternated (median)",
+    )
     parser.add_argument("--no-datasets", action="store_true", help="skip Hugging Face datasets")
     parser.add_argument("--smoke", action="store_true", help="2,000 pairs, no datasets")
     parser.add_argument("--out", type=Path, help="also write the table (Markdown) here")
@@ -555,11 +575,20 @@ def measure_sizes(args: argparse.Namespace) -> list[dict]:
         work = args.work / f"run-{size}"
         work.mkdir(parents=True, exist_ok=True)
         row: dict = {"pairs": size, "cpu": cpu, "flags": flags, "cores": cores}
-        row.update(ours(work, corpus, attnmt, args.steps))
+        row.update(ours(work, corpus, attnmt, 0 if args.no_train else args.steps))
         row["subwords_s"] = row["seconds"]["subwords"]
         if not args.no_datasets:
             row.update(hugging_face(work, corpus, row["model"], cores))
             row["hf_bytes_per_token"] = round(row["hf_bytes"] / row["tokens"], 3)
+        for _ in range(args.repeat - 1):  # alternated, for a median on a busy machine
+            row.setdefault("encode_s_runs", [row["encode_s"]]).append(again(work, attnmt))
+            if not args.no_datasets:
+                hf = hugging_face(work, corpus, row["model"], cores)["hf_s"]
+                row.setdefault("hf_s_runs", [row["hf_s"]]).append(hf)
+        for key in ("encode_s", "hf_s"):
+            if f"{key}_runs" in row:
+                row[key] = round(statistics.median(row[f"{key}_runs"]), 2)
+        row["pairs_per_s"] = round(row["lines"] / row["encode_s"], 1)
         if not args.smoke:
             row.update(sentencepiece_limit(work, corpus, row["model"], cores))
         row["at"] = time.strftime("%Y-%m-%d %H:%M:%S")

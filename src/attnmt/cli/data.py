@@ -206,7 +206,7 @@ def _show(data, n: int) -> None:
             print(f"  src pieces ({len(ex.src_ids)}): {' '.join(vocab.src.id_pieces(ex.src_ids))}")
             print(f"  tgt pieces ({len(ex.tgt_ids)}): {' '.join(vocab.tgt.id_pieces(ex.tgt_ids))}")
     if data.stats.get("corpus") == "alignments" and data.stats.get("test_books"):
-        from attnmt.data import alignments  # lazy: torch, which `list` does without
+        from attnmt.data import alignments  # lazy: only this corpus reads the gold links
 
         gold = alignments.load_gold()
         parts = alignments.split_by_book(
