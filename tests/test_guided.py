@@ -107,6 +107,9 @@ TINY = [
     "train.valid_sentences=20",
     "train.lr=0.01",
     "train.early_stopping_metric=loss",
+    # fp32 on every CPU: `auto` trains RNNsearch in bf16 on an AMD EPYC Zen 4, which moved
+    # the guided mass below from 0.443 to 0.405 (seed 1, emulated: tests/README.md).
+    "train.precision=fp32",
 ]
 
 
@@ -151,6 +154,7 @@ def test_a_guide_pulls_the_attention_to_its_links(tmp_path):
     train(guided, progress=False)
     plain = _attention_on_the_reversal(tmp_path / "a", examples[:30])
     pulled = _attention_on_the_reversal(tmp_path / "b", examples[:30])
-    # 80 steps are too few for the plain model to find the reversal (measured: 0.17 of the
-    # mass there, near uniform); the guided one puts 0.45 there.
+    # 80 steps are too few for the plain model to find the reversal (near uniform: 0.177-0.181
+    # of the mass there for train.seed 1-3 on an Intel Xeon with AMX, 0.177 with AVX2
+    # kernels); the guided one puts 0.426-0.448 there (0.443 with AVX2 kernels).
     assert pulled > 0.35 and pulled > 2 * plain, (plain, pulled)

@@ -47,6 +47,7 @@ def arabic_run(tmp_path_factory):
         *("data.batch_tokens=512", "model.hidden_size=32", "model.embed_size=32"),
         *("train.max_steps=150", "train.lr=0.005", "train.validate_every=1000"),
         *("train.valid_sentences=4", "train.log_every=1000"),
+        "train.precision=fp32",  # one path on every CPU: the page needs it to write words
         f"data.cache_dir={root / 'cache'}",
         f"train.run_dir={root / 'run'}",
     ]

@@ -32,6 +32,7 @@ TINY = [
     "train.valid_sentences=4",
     "train.valid_examples=0",
     "train.lr=0.01",
+    "train.precision=fp32",  # one path on every CPU (`auto`: bf16 on an AMD EPYC Zen 4)
 ]
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import os
 import sys
+import zlib
 from pathlib import Path
 
 from attnmt.data.types import Example
@@ -39,8 +40,10 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
     if str(path).endswith(".gz"):
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as err:
-            raise DataError(f"{name}: not a readable gzip file ({err}); check the file.") from None
+        except (OSError, EOFError, zlib.error) as err:  # damaged: header, data, length, CRC
+            raise DataError(
+                f"{name}: not a readable gzip file ({err}); check the file (`gzip -t` tests it)."
+            ) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

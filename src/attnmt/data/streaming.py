@@ -18,13 +18,13 @@ on standard input) is read twice, a chunk of `CHUNK` lines at a time, and never 
    the ids to the token store and the text to plain files, in line order. At most two
    chunks per worker are in flight, so memory does not grow with the corpus.
 
-The workers import only this module and `attnmt.data.files` (numpy and sentencepiece, no
-torch) and start with `spawn`, safe in a process that already runs torch's threads.
+The workers import only this module, `attnmt.data.files` and `.reading` (numpy and
+sentencepiece, no torch) and start with `spawn`, safe in a process that already runs
+torch's threads.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import itertools
 import math
@@ -36,12 +36,13 @@ from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import sentencepiece as spm
 
 from attnmt.data.files import normalize
+from attnmt.data.reading import BOM, display, guarded, open_binary
 from attnmt.data.vocab import UNK
 from attnmt.errors import DataError
 
@@ -64,31 +65,6 @@ def held_out_index(pairs: Iterable[tuple[str, str]]) -> dict[tuple[int, int], fr
     return {lengths: frozenset(hashes) for lengths, hashes in index.items()}
 
 
-def open_binary(path: str) -> BinaryIO:
-    """A file (or standard input for "-") as bytes, `.gz` decompressed; a DataError naming
-    the file when it cannot be opened."""
-    if path == "-":
-        return sys.stdin.buffer
-    try:
-        if path.endswith(".gz"):
-            handle = gzip.open(path, "rb")  # noqa: SIM115 (the caller closes it)
-            handle.peek(1)  # a file that is not gzip fails here, not in the middle
-            return handle  # type: ignore[return-value]
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found; check the path and the file name.") from None
-    except IsADirectoryError:
-        raise DataError(f"{path} is a directory; give the path of a text file.") from None
-    except PermissionError:
-        raise DataError(f"{path}: permission denied; make the file readable.") from None
-    except (OSError, EOFError) as err:
-        raise DataError(f"{path}: cannot be read ({err}); check the file.") from None
-
-
-def _display(path: str) -> str:
-    return "<stdin>" if path == "-" else path
-
-
 def _decode(blob: bytes, path: str, first_line: int) -> str:
     try:
         text = blob.decode("utf-8")
@@ -96,7 +72,7 @@ def _decode(blob: bytes, path: str, first_line: int) -> str:
         line = first_line + blob.count(b"\n", 0, err.start)
         column = err.start - (blob.rfind(b"\n", 0, err.start) + 1) + 1
         raise DataError(
-            f"{_display(path)}: line {line} is not valid UTF-8 (byte 0x{blob[err.start]:02x} "
+            f"{display(path)}: line {line} is not valid UTF-8 (byte 0x{blob[err.start]:02x} "
             f"at column {column}); convert the file to UTF-8 (e.g. `iconv -t UTF-8`)."
         ) from None
     return text.removeprefix("\ufeff") if first_line == 1 else text
@@ -117,6 +93,11 @@ class Source:
     def name(self) -> str:
         """The file name pair ids start with ("train.en:12"), as `files.load_split` does."""
         return "<stdin>" if self.paths[0] == "-" else Path(self.paths[0]).name
+
+    @property
+    def shown(self) -> str:
+        """The paths as messages name them ("train.en, train.fr"; "<stdin>")."""
+        return ", ".join(display(p) for p in self.paths)
 
 
 @dataclass
@@ -144,20 +125,24 @@ def _skip(rng: random.Random, weight: float) -> int:
 
 
 def _chunks(source: Source) -> Iterator[tuple[int, list[list[bytes]]]]:
-    """(first line number, [lines of each file]) for every CHUNK lines, line counts checked."""
+    """(first line number, [lines of each file]) for every CHUNK lines, line counts checked.
+    A file that is only a byte-order mark has no line, as `files.read_lines` reads it."""
     handles = [open_binary(p) for p in source.paths]
+    lines = [guarded(h, p) for h, p in zip(handles, source.paths, strict=True)]
     try:
         first = 1
         while True:
-            parts = [list(itertools.islice(h, CHUNK)) for h in handles]
+            parts = [list(itertools.islice(f, CHUNK)) for f in lines]
+            if first == 1:
+                parts = [[] if p == [BOM] else p for p in parts]
             sizes = [len(p) for p in parts]
             if len(set(sizes)) > 1:  # one file ended first: count the other to the end
                 totals = [
-                    first - 1 + n + sum(1 for _ in h) for n, h in zip(sizes, handles, strict=True)
+                    first - 1 + n + sum(1 for _ in f) for n, f in zip(sizes, lines, strict=True)
                 ]
                 a, b = source.paths
                 raise DataError(
-                    f"{_display(a)} has {totals[0]:,} lines but {_display(b)} has "
+                    f"{display(a)} has {totals[0]:,} lines but {display(b)} has "
                     f"{totals[1]:,}; parallel files need exactly one sentence per line on "
                     "both sides, so find the line that was split, joined or dropped."
                 )
@@ -176,11 +161,11 @@ def _check_tsv(lines: list[bytes], path: str, first: int) -> None:
         if b"\t" not in line:
             if not line.strip():
                 raise DataError(
-                    f"{_display(path)}: line {number} is empty; every line needs "
+                    f"{display(path)}: line {number} is empty; every line needs "
                     "`source<TAB>target`, so remove the line or fill it in."
                 )
             raise DataError(
-                f"{_display(path)}: line {number} has no tab; write it as `source<TAB>target` "
+                f"{display(path)}: line {number} has no tab; write it as `source<TAB>target` "
                 "(with a real tab character, not spaces)."
             )
 
@@ -384,7 +369,7 @@ def _tasks(scanned: Scan) -> Iterator[tuple[int, tuple[int, list[bytes]]]]:
             for blob, n, path in zip(blobs, sizes, scanned.source.paths, strict=True):
                 if len(blob) != n:
                     raise DataError(
-                        f"{_display(path)} changed while it was being prepared (it ends "
+                        f"{display(path)} changed while it was being prepared (it ends "
                         f"before line {first + count - 1:,}); prepare again once it is written."
                     )
             yield count, (first, blobs)
