@@ -196,11 +196,15 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
     sample = [(s, t) for s, t in sample if s and t and not _filtered(s, t, cfg)]
     if not scanned.lines or not sample:
         raise DataError(
-            f"the training split in {', '.join(paths)} has no pair with text on both sides "
-            f"within data.max_words={cfg.max_words}; check the files and the filters"
+            f"the training split in {source.shown} has no pair with text on both sides within "
+            f"data.max_words={cfg.max_words} and data.max_ratio={cfg.max_ratio}; check the "
+            "files and the filters"
         )
     vocab_started = time.perf_counter()
-    vocab = _vocab(cfg, [s for s, _ in sample], [t for _, t in sample])
+    try:
+        vocab = _vocab(cfg, [s for s, _ in sample], [t for _, t in sample])
+    except DataError as err:  # sentencepiece's reason: name the files it read
+        raise DataError(f"the training split in {source.shown}: {err}") from None
     vocab_seconds = time.perf_counter() - vocab_started
     sampled = len(sample)
     scanned.sample, sample = [], []  # not held through the encoding
@@ -252,7 +256,7 @@ def _prepare_streaming(cfg: DataConfig, folder: Path, progress: bool) -> dict[st
         spool.unlink()
     if not totals["kept"]:
         raise DataError(
-            f"every training pair in {', '.join(paths)} was filtered out (empty sides, "
+            f"every training pair in {source.shown} was filtered out (empty sides, "
             f"data.max_words={cfg.max_words}, data.max_ratio={cfg.max_ratio}, copies of "
             "dev/test pairs: data.drop_held_out); check the files and the filters"
         )

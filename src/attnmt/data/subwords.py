@@ -23,6 +23,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -218,9 +219,18 @@ def _train_model(sentences: Sequence[str], kind: str, size: int, cache_dir: Path
         )
     except RuntimeError as err:
         reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        fix = "try another data.vocab_size"
+        if "!sentences_.empty()" in reason:  # it skips sentences past 4,192 bytes
+            reason = "every sentence is longer than its limit of 4,192 bytes"
+            fix = "check that each file has one sentence a line (\\n line ends)"
+        elif "all_chars_count" in reason:  # it normalises these characters away
+            reason = "the text has only control, zero-width or other invisible characters"
+            fix = "check the content and the encoding of the files"
+        elif needed := re.search(r"required_chars\. \d+ vs (\d+)", reason):
+            reason = f"the text has {int(needed[1]) - 4:,} distinct characters, each a subword"
+            fix = f"set data.vocab_size to {needed[1]} (with the 4 special ones) or more"
         raise DataError(
-            f"sentencepiece could not train a {size}-piece {kind} model ({reason}); "
-            "try another data.vocab_size"
+            f"sentencepiece could not train a {size}-piece {kind} model ({reason}); {fix}"
         ) from None
     cache_dir.mkdir(parents=True, exist_ok=True)
     _write_atomic(path, buffer.getvalue())
