@@ -11,6 +11,7 @@ import sqlite3
 import typing
 from typing import Any, Literal, get_args, get_origin
 
+from attnmt.config.messages import shown
 from attnmt.config.sections import Config, DataConfig, ModelConfig, TrainConfig
 from attnmt.data import bible
 from attnmt.errors import ConfigError, UserError
@@ -121,7 +122,7 @@ def _choose(
     if aliases and str(value).casefold() in aliases:
         close = [aliases[str(value).casefold()]]
     raise ConfigError(
-        f"unknown {what} {key}={value!r}{_did_you_mean(close)}; valid: "
+        f"unknown {what} {key}={shown(value)}{_did_you_mean(close)}; valid: "
         f"{', '.join(str(v) for v in valid)}"
     )
 
@@ -139,12 +140,12 @@ def _check_fields(cfg: Any, section: str) -> None:
         value = getattr(cfg, name)
         kind = "an integer" if hints[name] is int else "a number"
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{section}.{name} must be {kind}, got {value!r}")
+            raise ConfigError(f"{section}.{name} must be {kind}, got {shown(value)}")
         return value
 
     def refuse(name: str, rule: str) -> None:
         raise ConfigError(
-            f"{section}.{name} must be {rule}, got {getattr(cfg, name)!r}; "
+            f"{section}.{name} must be {rule}, got {shown(getattr(cfg, name))}; "
             f"the default is {defaults[name]!r}"
         )
 
@@ -222,6 +223,12 @@ def _check_attention_widths(cfg: ModelConfig) -> None:
         raise ConfigError(
             f"model.attention={cfg.attention!r} cannot be used with model.name={cfg.name!r}: {err}"
         ) from None
+    except (RuntimeError, OverflowError):  # a weight matrix of 2**63 elements or more
+        location = f" and model.max_source_len={cfg.max_source_len}" * (cfg.attention == "location")
+        raise ConfigError(
+            f"model.hidden_size={cfg.hidden_size}{location} make attention weights larger than "
+            "a tensor can hold; use smaller sizes"
+        ) from None
 
 
 def attention_options(cfg: ModelConfig, query_dim: int, key_dim: int) -> dict[str, Any]:
@@ -281,7 +288,7 @@ def _check_bible(cfg: DataConfig) -> None:
             near = _near_versions(name)
             form = "" if near else "names are language-translation such as en-web, and "
             raise ConfigError(
-                f"unknown Bible version data.{key}={name!r}{_did_you_mean(near)}; {form}"
+                f"unknown Bible version data.{key}={shown(name)}{_did_you_mean(near)}; {form}"
                 f"`attnmt data list` shows all {len(table)}"
             )
     if cfg.src == cfg.tgt:
@@ -335,7 +342,8 @@ def _check_books(
                 spelled = difflib.get_close_matches(typed, list(keys), n=3, cutoff=0.7)
                 close = [keys[k] for k in dict.fromkeys(prefixed + spelled)][:3]
                 raise ConfigError(
-                    f"unknown {what} data.{key}[{i}]={str(book)!r}{_did_you_mean(close)}; {how}"
+                    f"unknown {what} data.{key}[{i}]={shown(str(book))}{_did_you_mean(close)}; "
+                    f"{how}"
                 ) from None
     both = sorted(chosen["dev_books"] & chosen["test_books"])
     if both:

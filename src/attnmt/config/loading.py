@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 import yaml
 
 from attnmt.config.checks import SECTION_CHECKS, TORCH_FREE_CHECKS
+from attnmt.config.messages import shown
 from attnmt.config.sections import Config
 from attnmt.errors import ConfigError
 
@@ -52,11 +53,11 @@ def _convert(value: Any, tp: Any, where: str, checks: Checks = SECTION_CHECKS) -
     origin = get_origin(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping of keys, got {value!r}")
+            raise ConfigError(f"{where} must be a mapping of keys, got {shown(value)}")
         return from_dict(tp, value, where, checks=checks)
     if origin is Literal:
         if value not in get_args(tp):
-            raise ConfigError(f"{where} must be {_type_name(tp)}, got {value!r}")
+            raise ConfigError(f"{where} must be {_type_name(tp)}, got {shown(value)}")
         return value
     if origin in (typing.Union, types.UnionType):
         for option in get_args(tp):
@@ -64,25 +65,27 @@ def _convert(value: Any, tp: Any, where: str, checks: Checks = SECTION_CHECKS) -
                 return _convert(value, option, where)
             except ConfigError:
                 continue
-        raise ConfigError(f"{where} must be {_type_name(tp)}, got {value!r}")
+        raise ConfigError(f"{where} must be {_type_name(tp)}, got {shown(value)}")
     if origin is list:
         if not isinstance(value, list):
             value = [value] if isinstance(value, str | int | float) else value
         if not isinstance(value, list):
-            raise ConfigError(f"{where} must be {_type_name(tp)}, got {value!r}")
+            raise ConfigError(f"{where} must be {_type_name(tp)}, got {shown(value)}")
         (item_type,) = get_args(tp)
         return [_convert(v, item_type, f"{where}[{i}]") for i, v in enumerate(value)]
     if tp is type(None):
         if value is not None:
-            raise ConfigError(f"{where} must be null, got {value!r}")
+            raise ConfigError(f"{where} must be null, got {shown(value)}")
         return None
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where} must be true or false, got {value!r}")
+            raise ConfigError(f"{where} must be true or false, got {shown(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where} must be an integer, got {value!r}")
+            raise ConfigError(f"{where} must be an integer, got {shown(value)}")
+        if not -(2**63) <= value < 2**63:  # what numpy, torch and seeds take
+            raise ConfigError(f"{where} must be an integer of at most 64 bits, got {shown(value)}")
         return value
     if tp is float:
         if isinstance(value, str):
@@ -94,11 +97,17 @@ def _convert(value: Any, tp: Any, where: str, checks: Checks = SECTION_CHECKS) -
             if math.isfinite(number):
                 return number
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where} must be a number, got {value!r}")
-        return float(value)
+            raise ConfigError(f"{where} must be a number, got {shown(value)}")
+        try:
+            number = float(value)
+        except OverflowError:  # an integer past the largest float
+            number = math.inf
+        if not math.isfinite(number):  # YAML's .nan and .inf too
+            raise ConfigError(f"{where} must be a finite number, got {shown(value)}")
+        return number
     if tp is str:
         if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise ConfigError(f"{where} must be a string, got {value!r}")
+            raise ConfigError(f"{where} must be a string, got {shown(value)}")
         return str(value)
     return value
 
@@ -122,7 +131,7 @@ def from_dict(
     for key, value in values.items():
         full = f"{where}.{key}" if where else str(key)
         if key not in hints:
-            raise ConfigError(f"unknown key '{full}'{_suggest(str(key), names, where)}")
+            raise ConfigError(f"unknown key {shown(full)}{_suggest(str(key), names, where)}")
         kwargs[key] = _convert(value, hints[key], full, checks)
     built = cls(**kwargs)
     if cls in checks:
@@ -144,20 +153,22 @@ def apply_override(tree: dict[str, Any], override: str) -> None:
     """Apply one `section.key=value` override (value parsed as YAML) to a plain dict."""
     if "=" not in override:
         raise ConfigError(
-            f"override '{override}' is not of the form section.key=value "
+            f"override {shown(override)} is not of the form section.key=value "
             "(e.g. --set model.hidden_size=512)"
         )
     dotted, raw = override.split("=", 1)
     parts = dotted.strip().split(".")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+    value: Any = raw.strip()
+    if value not in ("", "-"):  # "-": standard input (YAML would read a list)
+        try:
+            value = yaml.safe_load(raw)
+        except (yaml.YAMLError, ValueError, RecursionError):  # not YAML: the text itself
+            value = raw
     node = tree
     for part in parts[:-1]:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"override '{override}': '{part}' is not a section")
+            raise ConfigError(f"override {shown(override)}: {shown(part)} is not a section")
         node = child
     node[parts[-1]] = value
 
@@ -188,6 +199,7 @@ def _yaml_error(path: Path, text: str, err: yaml.YAMLError) -> str:
         line = text.count("\n", 0, position) + 1 if isinstance(position, int) else None
         where = f"at line {line}" if line else "somewhere"
         problem = str(err).splitlines()[0]
+    problem = problem if len(problem) <= 200 else problem[:200] + "..."  # a long tag or alias
     return (
         f"config file '{path}' is not valid YAML {where}: {problem}; check the indentation, "
         "quotes and brackets there"
@@ -230,6 +242,16 @@ def load_config(
             loaded = yaml.safe_load(text)
         except yaml.YAMLError as err:
             raise ConfigError(_yaml_error(path, text, err)) from None
+        except ValueError as err:  # a date or number YAML parses but Python cannot hold
+            raise ConfigError(
+                f"config file '{path}' holds a value YAML cannot read ({shown(str(err))}); "
+                "check its dates and numbers"
+            ) from None
+        except RecursionError:
+            raise ConfigError(
+                f"config file '{path}' nests brackets or indents deeper than YAML can read; "
+                "a config is sections of keys: check its brackets"
+            ) from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
