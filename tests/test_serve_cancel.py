@@ -356,22 +356,27 @@ def test_ten_abandoned_explanations_free_the_worker(rnn, caplog):
     stops = serve_cancel.stop_times(worker)
     with serve_cancel.Server(app) as server, caplog.at_level(logging.WARNING):
         assert server.post("/api/translate", {"text": "the cat"}, timeout=30)[0] == 200
-        # A request that takes about 2 s on this machine, timed to completion.
-        cost = serve_cancel.calibrate(server, 2.0)
-        assert cost["request_s"] > 1.25 * serve_cancel.GIVE_UP  # still decoding when they leave
-        before_threads, before_rss = threads(), rss_bytes()
-        done = serve_cancel.abandon(server, worker, cost["body"])
-        assert done["gave_up"] == 10
-        assert done["plain_status"] == 200 and done["plain_translations"] == 1
-        # The ten (one batch) would have kept the worker busy for about ten times one
-        # request; it is freed within a poll (0.25 s) and a checkpoint (here: one line's
-        # explanation; integrated gradients' chunks do not check yet).
-        limit = max(1.5, 10 * cost["request_s"] / 4)
-        assert done["plain_after_s"] < limit, (done, cost)
-        assert stops and worker.cancelled == len(stops) and worker.waiting == 0
+        # A request that takes about 1.5 s on this machine, timed to completion.
+        cost = serve_cancel.calibrate(server, 1.5)
+        # The ten, in one batch, decode several times longer than their clients wait.
+        assert 10 * cost["request_s"] > 4 * serve_cancel.GIVE_UP
+        before_threads = threads()
+        rss = []
+        for _ in range(2):  # the first round's memory is the allocator's to keep; no more
+            done = serve_cancel.abandon(server, worker, cost["body"])
+            assert done["gave_up"] == 10
+            assert done["plain_status"] == 200 and done["plain_translations"] == 1
+            # The ten (one batch) would have kept the worker busy for about ten times one
+            # request; it is freed within a poll (0.25 s) and a checkpoint.
+            limit = max(1.5, 10 * cost["request_s"] / 4)
+            assert done["plain_after_s"] < limit, (done, cost)
+            rss.append(rss_bytes())
+        assert len(stops) == worker.cancelled == 2 and worker.waiting == 0
         deadline = time.monotonic() + 10
         while threads() != before_threads and time.monotonic() < deadline:
             time.sleep(0.05)
         assert threads() == before_threads  # the one decoding thread, nothing left behind
-        assert rss_bytes() - before_rss < 64 << 20
+        # A second round reuses the first's memory: 0.1-1.9 MiB more on the Xeon; a decoder
+        # that kept each request's tensors grew 12-56 MiB a round here.
+        assert rss[1] - rss[0] < 8 << 20, f"{(rss[1] - rss[0]) / 2**20:.1f} MiB more"
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
