@@ -7,22 +7,28 @@ pieces of the faithfulness measures."""
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from attnmt.cancel import Cancelled, stop_when
+from attnmt.config import load_config
 from attnmt.data.vocab import BOS, EOS, UNK
 from attnmt.errors import UserError
 from attnmt.explain import METHODS, explain
-from attnmt.explain.gradients import integrated_gradients
+from attnmt.explain.bahdanau import find_loop
+from attnmt.explain.gradients import input_override, integrated_gradients, path_gradients
 from attnmt.explain.measures import FRACTIONS, masked, word_ranking
 from attnmt.inference import load_run
 from attnmt.inference.alignment import SideWords
 from attnmt.inference.attention_maps import AttentionChoice, choose_attention
 from attnmt.inference.evaluation import synthetic_links
+from attnmt.models import build_model
 from attnmt.models.base import ModelOutput, Seq2Seq
+from conftest import CONFIGS
 
 
 class OneLayer(Seq2Seq):
@@ -84,19 +90,116 @@ def test_gradient_times_input_and_integrated_gradients_match_the_closed_form():
     exact = _closed_form(model, src, tgt, [(k + 0.5) / 20000 for k in range(20000)])
     assert ig.completeness < 0.01
     np.testing.assert_allclose(ig.matrix.numpy().sum(1), exact.sum(1), rtol=0.01, atol=1e-4)
-    assert ig.forward == 3 * steps + 2 and ig.backward == 3 * steps
+    # One forward per step (and the two endpoints), one backward per (target, step).
+    assert ig.forward == steps + 2 and ig.backward == 3 * steps
 
 
 def test_gradient_chunks_do_not_change_the_result():
     model = OneLayer().eval()
     src, tgt = [4, 5, 6], [5, 6, 4, 4]
     whole = integrated_gradients(model, src, tgt, 8).matrix
-    from attnmt.explain import gradients
-
-    small = gradients.path_gradients(
-        model, src, tgt, [(k + 0.5) / 8 for k in range(8)], copy_tokens=3
-    )
+    alphas = [(k + 0.5) / 8 for k in range(8)]
+    # 3 tokens a pass: one step per forward, one target per backward
+    small = path_gradients(model, src, tgt, alphas, chunk_tokens=3)
     torch.testing.assert_close(whole, small.matrix)
+    assert small.forward == 8 and small.backward == 8 * 5
+
+
+def _one_target_at_a_time(model, src_ids, tgt_ids, alphas):
+    """The definition, one backward per (target t, step α): the sentence with its target
+    cut after t, f_t = log p(y_t) differentiated against α X, times X."""
+    source = torch.tensor([[*src_ids, EOS]])
+    mask = torch.ones_like(source, dtype=torch.bool)
+    target = [BOS, *tgt_ids, EOS]
+    rows = []
+    for t in range(len(target) - 1):
+        row = 0.0
+        for alpha in alphas:
+            seen = []
+
+            def scaled(features, alpha=alpha, seen=seen):
+                seen.append(features.detach())
+                seen.append((alpha * features.detach()).requires_grad_(True))
+                return seen[-1]
+
+            with input_override(model, source, scaled):
+                logits = model(source, mask, torch.tensor([target[: t + 1]])).logits
+            f = torch.log_softmax(logits[0, t].double(), dim=-1)[target[t + 1]]
+            full, point = seen
+            (grad,) = torch.autograd.grad(f, point)
+            product = (grad * full)[0]  # (S, E) or (1, H, W)
+            row = row + (product.sum(-1) if full.dim() == 3 else product.flatten()) / len(alphas)
+        rows.append(row)
+    return torch.stack(rows)
+
+
+def _tiny_model(config, overrides, vocab):
+    cfg = load_config(config, ["model.embed_size=8", "model.hidden_size=16", *overrides])
+    torch.manual_seed(0)
+    return build_model(cfg.model, *vocab).eval()
+
+
+TINY_MODELS = {  # config, overrides, (source, target vocabulary), source ids
+    "rnnsearch (fused loop)": (None, ["model.init=uniform"], (30, 30), [5, 6, 7, 8, 9, 10]),
+    "rnnsearch, 2 layers": (None, ["model.layers=2", "model.init=uniform"], (30, 30), [5, 7]),
+    "luong": (None, ["model.name=luong", "model.init=uniform"], (30, 30), [5, 6, 7, 8]),
+    "transformer": (
+        None,
+        ["model.name=transformer", "model.heads=2", "model.layers=2", "model.ff_size=32"],
+        (30, 30),
+        [5, 6, 7, 8, 9],
+    ),
+    # 24x8 canvases of random grey levels (ids 4..20)
+    "show-attend-tell": (CONFIGS / "captions-soft.yaml", [], (21, 14), 192),
+    "show-tell": (CONFIGS / "captions-plain.yaml", [], (21, 14), 192),
+}
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models on one thread: two threads spin on tensors this small (10x the time
+    of the LSTM's with other work on the cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("name", list(TINY_MODELS))
+def test_batched_gradients_equal_one_backward_per_target(name, one_thread):
+    config, overrides, vocab, src = TINY_MODELS[name]
+    model = _tiny_model(config, overrides, vocab)
+    if isinstance(src, int):  # pixels
+        src = torch.randint(4, 21, (src,), generator=torch.Generator().manual_seed(1)).tolist()
+    tgt, alphas = [5, 9, 6, 11], [0.2, 0.7, 1.0]
+    expected = _one_target_at_a_time(model, src, tgt, alphas).float()
+    batched = path_gradients(model, src, tgt, alphas)
+    scale = float(expected.abs().max())
+    assert scale > 1e-6  # attributions worth comparing
+    torch.testing.assert_close(batched.matrix, expected, atol=1e-5 * scale, rtol=1e-4)
+    one_by_one = path_gradients(model, src, tgt, alphas, batched=False).matrix
+    torch.testing.assert_close(one_by_one, expected, atol=1e-5 * scale, rtol=1e-4)
+    assert (batched.forward, batched.backward) == (3, 3 * 5)
+    fused = name in ("rnnsearch (fused loop)", "show-attend-tell")
+    with torch.enable_grad():  # the fused loop takes its own batched backward
+        out = model(
+            torch.tensor([[*src, EOS]]), torch.ones(1, len(src) + 1).bool(), torch.tensor([[BOS]])
+        )
+    assert (find_loop(out.logits.grad_fn) is not None) == fused
+
+
+def test_an_abandoned_explanation_stops_between_chunks():
+    model = OneLayer().eval()
+    asked = []
+
+    def abandoned():
+        asked.append(True)
+        return len(asked) > 2  # the client leaves after the second chunk
+
+    alphas = [(k + 0.5) / 8 for k in range(8)]
+    with stop_when(abandoned), pytest.raises(Cancelled):
+        path_gradients(model, [4, 5, 6], [5, 6], alphas, chunk_tokens=3)
+    assert len(asked) == 3
 
 
 @pytest.mark.parametrize("name", ["rnn", "tf"])
@@ -226,3 +329,14 @@ def test_synthetic_tasks_know_their_links():
     assert synthetic_links("reverse", [7, 3, 9]) == {(2, 0), (1, 1), (0, 2)}
     assert synthetic_links("copy", [7, 3]) == {(0, 0), (1, 1)}
     assert synthetic_links("sort", [7, 3, 9]) == {(1, 0), (0, 1), (2, 2)}
+
+
+def test_the_cost_benchmark_runs_and_before_equals_after(one_thread, capsys):
+    sys.path.insert(0, str(CONFIGS.parent / "benchmarks"))
+    import explain_cost
+
+    result = explain_cost.measure(["rnnsearch"], steps=2, repeats=1, threads=None, smoke=True)
+    for row in result["rows"]:
+        assert row["max_difference"] <= 1e-5 * row["largest_entry"]
+        assert row["wall_s"]["after"]["median"] > 0 and row["speedup_cpu"] > 0
+    assert {row["method"] for row in result["rows"]} == {"integrated-gradients", "grad-input"}

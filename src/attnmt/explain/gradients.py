@@ -16,9 +16,15 @@ canvas):
                             with α_k = (k + ½)/K (the midpoint rule, K steps)
 
 Completeness (IG's axiom): Σ_s A_ts = f_t(X) − f_t(X') up to the integration error, which
-`integrated_gradients` reports. Each (t, α_k) is one copy of the sentence in a batch (its
-target cut after position t), so one backward pass serves a whole chunk of copies: a
-sentence with T targets costs T·K sequence passes forward and backward, batched.
+`integrated_gradients` reports.
+
+The cost: K forward passes, batched (the whole target in each: f_t reads the positions up
+to t only, the states a copy of the sentence cut after t would read), and K·T backward
+passes, one per (α_k, t): a backward per target t for all K steps at once, or, through
+RNNsearch's fused decoder loop, every target at once (`attnmt.explain.bahdanau`, then
+one batched backward through the encoder). Until 2026-11-26 each (t, α_k) was a copy of
+the sentence cut after t, T·K sequences forward and backward (benchmarks/explain_cost.py
+measures both).
 """
 
 from __future__ import annotations
@@ -29,14 +35,19 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.graph import GradientEdge
 
+from attnmt.cancel import checkpoint
 from attnmt.data.batching import pad_batch
 from attnmt.data.vocab import BOS, EOS
 from attnmt.errors import UserError
+from attnmt.explain.bahdanau import find_loop, loop_vjp
 from attnmt.models.vision import ConvEncoder
 
-# Sequences x target positions per forward/backward chunk: bounds the (B, T, V) logits.
-COPY_TOKENS = 8192
+# (target, step) rows x the longer side (source or target) per chunk of backward passes:
+# bounds their (rows, length, width) gradients (a 32-word sentence, 32 steps: 38 targets x
+# 32 steps x 48 source subwords = 58k, one chunk).
+CHUNK_TOKENS = 65536
 
 
 @dataclass
@@ -50,7 +61,7 @@ class Attribution:
 
     matrix: Tensor
     forward: int  # sequences passed forward
-    backward: int  # sequences passed backward
+    backward: int  # sequences passed backward (one per cotangent: target x step)
     completeness: float | None = None  # |Σ_s A_ts − Δf_t| summed over t, / Σ_t |Δf_t|
 
 
@@ -97,27 +108,15 @@ def input_override(
 
 
 def _reduce(grad_times_delta: Tensor) -> Tensor:
-    """Per source position: text (B, S, E) -> (B, S); images (B, 1, H, W) -> (B, H·W)."""
-    if grad_times_delta.dim() == 3:
+    """Per source position: text (N, K, S, E) -> (N, K, S); images (N, K, 1, H, W) ->
+    (N, K, H·W)."""
+    if grad_times_delta.dim() == 4:
         return grad_times_delta.sum(dim=-1)
-    return grad_times_delta.flatten(1)
-
-
-def _chunks(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Copy indices in order, grouped so that copies x longest target <= budget."""
-    chunks: list[list[int]] = [[]]
-    longest = 0
-    for index, length in enumerate(lengths):
-        longest = max(longest, length)
-        if chunks[-1] and longest * (len(chunks[-1]) + 1) > budget:
-            chunks.append([])
-            longest = length
-        chunks[-1].append(index)
-    return [c for c in chunks if c]
+    return grad_times_delta.flatten(2)
 
 
 def _scaler(scale: Tensor, seen: list[Tensor]) -> Callable[[Tensor], Tensor]:
-    """X -> X' + α (X − X') = α X per copy (X' = 0), a leaf to differentiate against;
+    """X -> X' + α (X − X') = α X per sentence (X' = 0), a leaf to differentiate against;
     X and that leaf are appended to `seen`."""
 
     def scaled(features: Tensor) -> Tensor:
@@ -130,51 +129,164 @@ def _scaler(scale: Tensor, seen: list[Tensor]) -> Callable[[Tensor], Tensor]:
     return scaled
 
 
+@contextmanager
+def _linear_calls(model: nn.Module) -> Iterator[list[tuple[Tensor, Tensor]]]:
+    """Inside the block, (input, output) of every `nn.Linear` call of `model`: the one
+    whose output is the logits is the output layer, and its input the last thing a
+    position's log-probability reads (before it, positions mix)."""
+    calls: list[tuple[Tensor, Tensor]] = []
+
+    def record(_module, inputs, output):
+        calls.append((inputs[0], output))
+
+    hooks = [m.register_forward_hook(record) for m in model.modules() if isinstance(m, nn.Linear)]
+    try:
+        yield calls
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def _head_input(calls: list[tuple[Tensor, Tensor]], logits: Tensor) -> Tensor | None:
+    """The output layer's input (B, T, D) where the logits (B, T, V) are one `nn.Linear`'s
+    output; else None."""
+    for features, output in calls:
+        if output is logits and features.shape[:2] == logits.shape[:2]:
+            return features
+    return None
+
+
+def _batched_grad(outputs, point: Tensor, cotangents, batched: bool) -> Tensor:
+    """∂/∂point of <outputs, cotangents[n]> for every row n: one batched backward
+    (`is_grads_batched`), or one backward per row where an operation of the model has
+    no batching rule (or `batched` is False). Shapes: cotangents (N, *output) -> (N,
+    *point)."""
+    if batched:
+        try:
+            (grad,) = torch.autograd.grad(
+                outputs, point, cotangents, retain_graph=True, is_grads_batched=True
+            )
+            return grad
+        except RuntimeError as err:
+            text = str(err).lower()
+            if "batching rule" not in text and "vmap" not in text:
+                raise
+    if isinstance(outputs, Tensor):
+        outputs, cotangents = [outputs], [cotangents]
+    rows = [
+        torch.autograd.grad(outputs, point, [c[n] for c in cotangents], retain_graph=True)[0]
+        for n in range(cotangents[0].shape[0])
+    ]
+    return torch.stack(rows)
+
+
+def _per_target(f: Tensor, logits: Tensor, calls, point: Tensor, batched: bool):
+    """A function (first, stop) -> ∂f_t/∂point for targets t = first..stop-1 of one
+    forward pass: (N, K, *point.shape[1:]), each target's gradient its own.
+
+    Each target's backward starts where positions stop mixing: at the output layer's
+    input (the log-softmax and the output layer act on each position alone, so one
+    backward of Σ_t f_t gives every position's gradient there, and target t's cotangent
+    is that gradient at position t, zero elsewhere), one backward per target through the
+    one forward. For RNNsearch's fused decoder loop, at the loop's outputs: through the
+    loop by `attnmt.explain.bahdanau.loop_vjp`, then through the encoder in one batched
+    backward (`is_grads_batched`) for all targets.
+
+    Why not batched everywhere: `is_grads_batched`'s vmap has no batching rule for the
+    backward of scaled_dot_product_attention, layer norm, the LSTM, packed sequences or
+    the softmax, and runs each of them once per target, op by op. Integrated gradients
+    at 32 steps, a 47-subword source and a 37-subword target, random weights (Intel Xeon,
+    one thread, CPU seconds, 2026-11-26): `configs/transformer.yaml`'s model 13.7-17.8
+    batched against 8.4-9.3 one backward per target (4 runs each), Luong's
+    (`configs/luong-global-general.yaml`) 34-55 against 18-30; the quickstart RNNsearch's
+    encoder (a GRU) 3.3-3.5 batched against 3.6-4.2.
+    """
+    loop = find_loop(f.grad_fn)
+    if loop is not None:
+        edges = [GradientEdge(loop, 0), GradientEdge(loop, 1)]  # s_i and c_i
+        d_outputs, d_contexts = torch.autograd.grad(f.sum(), edges, retain_graph=True)
+
+        def through_loop(first: int, stop: int) -> Tensor:
+            grads = loop_vjp(loop, d_outputs, d_contexts, first, stop)
+            inputs = {i: GradientEdge(*loop.next_functions[i]) for i in grads}
+            live = [i for i in grads if inputs[i].node is not None]
+            edges = [inputs[i] for i in live]
+            return _batched_grad(edges, point, [grads[i] for i in live], batched)
+
+        return through_loop
+    boundary = _head_input(calls, logits)
+    if boundary is None:
+        boundary, per_position = f, torch.ones_like(f)  # (K, T)
+    else:
+        (per_position,) = torch.autograd.grad(f.sum(), boundary, retain_graph=True)
+
+    def one_hot(first: int, stop: int) -> Tensor:
+        rows = torch.arange(stop - first, device=f.device)
+        cotangents = per_position.new_zeros(stop - first, *per_position.shape)
+        cotangents[rows, :, first + rows] = per_position[:, first:stop].transpose(0, 1)
+        return _batched_grad(boundary, point, cotangents, batched=False)
+
+    return one_hot
+
+
 def path_gradients(
     model: nn.Module,
     src_ids: Sequence[int],
     tgt_ids: Sequence[int],
     alphas: Sequence[float],
     *,
-    copy_tokens: int = COPY_TOKENS,
+    chunk_tokens: int = CHUNK_TOKENS,
+    batched: bool = True,
 ) -> Attribution:
     """Σ_k w_k ∂f_t/∂X (X' + α_k (X − X')) · (X − X') for every target t, X' = 0, with
     equal weights w_k = 1/K: gradient × input for alphas (1.0,), integrated gradients for
-    the K midpoints. `src_ids`, `tgt_ids` exclude BOS/EOS."""
+    the K midpoints. `src_ids`, `tgt_ids` exclude BOS/EOS.
+
+    One teacher-forced forward pass per α_k (the whole target: the models are causal, so
+    f_t reads the same states as a copy cut after t would), batched; then every target's
+    gradient from it (`_per_target`). Chunks keep targets × steps × the longer side
+    within `chunk_tokens`; between chunks `attnmt.cancel.checkpoint()` stops abandoned
+    work. `batched=False` takes RNNsearch's encoder backward once per target too (what
+    happens where an operation has no batching rule).
+    """
     device = next(model.parameters()).device
     source = [*src_ids, EOS]
     target = [BOS, *tgt_ids, EOS]
     steps = len(target) - 1
-    copies = [(t, a) for t in range(steps) for a in alphas]  # t ascending: short first
+    rows_per_pass = max(1, chunk_tokens // max(len(source), steps))  # targets x alphas
+    per_forward = max(1, rows_per_pass // steps)  # alphas in one forward pass
+    per_backward = min(steps, rows_per_pass)  # targets in one backward pass
     weight = 1.0 / len(alphas)
     rows: Tensor | None = None
     was_training = model.training
     model.eval()
     try:
-        for chunk in _chunks([t + 1 for t, _ in copies], copy_tokens):
-            batch = len(chunk)
-            positions = torch.tensor([copies[i][0] for i in chunk], device=device)
-            scale = torch.tensor([copies[i][1] for i in chunk], device=device)
-            longest = int(positions.max()) + 1
-            src, src_mask = pad_batch([source] * batch, device)
-            tgt, _ = pad_batch([target[: longest + 1]] * batch, device)
+        for start in range(0, len(alphas), per_forward):
+            checkpoint()
+            scale = torch.tensor(alphas[start : start + per_forward], device=device)
+            src, src_mask = pad_batch([source] * len(scale), device)
+            tgt, _ = pad_batch([target] * len(scale), device)
             inputs: list[Tensor] = []
-            with torch.enable_grad(), input_override(model, src, _scaler(scale, inputs)):
-                logits = model(src, src_mask, tgt[:, :-1]).logits  # (B, T', V)
-                picked = logits[torch.arange(batch, device=device), positions].float()
-                log_probs = torch.log_softmax(picked, dim=-1)  # (B, V)
-                wanted = tgt[torch.arange(batch, device=device), positions + 1]
-                total = log_probs.gather(1, wanted[:, None]).sum()
-                full, point = inputs
-                (grad,) = torch.autograd.grad(total, point)
-            contrib = _reduce(grad * full).detach().float().cpu() * weight  # (B, S')
-            if rows is None:
-                rows = torch.zeros(steps, contrib.shape[1])
-            rows.index_add_(0, positions.cpu(), contrib)
+            override = input_override(model, src, _scaler(scale, inputs))
+            with torch.enable_grad(), override, _linear_calls(model) as calls:
+                logits = model(src, src_mask, tgt[:, :-1]).logits  # (K, T, V)
+                log_probs = torch.log_softmax(logits.float(), dim=-1)
+                f = log_probs.gather(2, tgt[:, 1:, None]).squeeze(2)  # f_t: (K, T)
+            full, point = inputs
+            gradients = _per_target(f, logits, calls, point, batched)
+            calls.clear()
+            for first in range(0, steps, per_backward):
+                checkpoint()
+                stop = min(steps, first + per_backward)
+                grad = gradients(first, stop)  # (N, K, *X)
+                contrib = (_reduce(grad * full).sum(dim=1) * weight).detach().float().cpu()
+                if rows is None:
+                    rows = torch.zeros(steps, contrib.shape[1])
+                rows[first:stop] += contrib
     finally:
         model.train(was_training)
     assert rows is not None
-    return Attribution(rows, forward=len(copies), backward=len(copies))
+    return Attribution(rows, forward=len(alphas), backward=len(alphas) * steps)
 
 
 @torch.no_grad()
@@ -205,7 +317,7 @@ def endpoint_log_probs(
 
 
 def gradient_times_input(model: nn.Module, src_ids: Sequence[int], tgt_ids: Sequence[int]):
-    """∂f_t/∂X · X for every target t (one forward and backward per target, batched)."""
+    """∂f_t/∂X · X for every target t (one forward pass, a backward per target)."""
     return path_gradients(model, src_ids, tgt_ids, (1.0,))
 
 
