@@ -86,7 +86,10 @@ def test_align_files_finds_a_word_for_word_reordering(tmp_path, capsys):
     assert main([*args, "--gold", str(tmp_path / "toy.gold"), "--out", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())
     scores = report["scores"]["all"]
-    # A one-to-one lexicon is learned exactly; the diagonal gets the reversal wrong.
+    # A one-to-one lexicon is learned exactly; the diagonal gets the reversal wrong. eflomal's
+    # sampler takes no seed and differs from run to run: five runs gave 0.000-0.009 (an
+    # Intel Xeon with AMX; it is built for x86-64-v3 on every CPU), 5x below 0.05. The
+    # diagonal's is integer arithmetic on the lengths: 0.873 every time.
     assert scores["grow-diag-final-and"]["aer"] < 0.05
     assert scores["diagonal"]["aer"] > 0.5
     ids = (out / "ids.txt").read_text().split("\n")[:2]

@@ -184,7 +184,8 @@ RANDOM_MODELS = {
     # (model settings, seed, std of the re-drawn weights): the papers' RNN initialisation
     # (std 0.01) gives near-uniform logits and ties between beams; wider random weights make
     # the beams disagree. Seeds picked so that in every sentence some hypotheses end before
-    # the length limit and the beams change places from step to step.
+    # the length limit and the beams change places from step to step (they still do on an
+    # Intel Xeon with AMX and with AVX2 or AVX512-BF16 kernels: tests/README.md).
     "rnnsearch": ({"name": "rnnsearch"}, 11, 0.5),
     "luong": ({"name": "luong", "attention": "general"}, 21, 0.5),
     "transformer": ({"name": "transformer", "heads": 2, "layers": 2, "ff_size": 16}, 10, None),

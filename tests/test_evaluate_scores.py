@@ -49,7 +49,9 @@ def test_bleu_and_chrf_are_sacrebleu_s_on_the_written_files(evaluated):
     bleu = sacrebleu.metrics.BLEU(tokenize=result["bleu_tokenizer"])
     bleu = bleu.corpus_score(hypotheses, streams)
     chrf = sacrebleu.metrics.CHRF().corpus_score(hypotheses, streams)
-    assert result["bleu"] > 0 and result["chrf"] > 0  # a model that writes words
+    # A model that writes words, so the comparisons below are not of zeros: 120 fp32 steps
+    # (conftest.TINY) gave BLEU 7.3-16.6 and chrF 24-34 for train.seed 1-3 (Intel Xeon, AMX).
+    assert result["bleu"] > 0 and result["chrf"] > 0
     assert result["bleu"] == pytest.approx(bleu.score, abs=0.005)
     assert result["chrf"] == pytest.approx(chrf.score, abs=0.005)
     assert result["references"] == 2

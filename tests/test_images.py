@@ -179,7 +179,8 @@ def image_runs(tmp_path_factory):
             f"data.batch_tokens={16 * pixels}",
             "model.hidden_size=32",
             "train.max_steps=60",
-            "train.log_every=10",
+            "train.log_every=1",  # step 1's loss is the untrained model's (before its update)
+            "train.precision=fp32",  # one path on every CPU (`auto`: bf16 on some, for some)
             "train.validate_every=60",
             "train.checkpoint_every=60",
             "train.lr=0.003",
@@ -199,8 +200,17 @@ def image_runs(tmp_path_factory):
 def test_every_image_config_learns_in_a_tiny_run(image_runs, name):
     _, lines = image_runs[name]
     losses = [x["loss"] for x in lines if x.get("type") == "train"]
-    assert len(losses) >= 5
-    assert np.mean(losses[-2:]) < 0.93 * losses[0], losses
+    assert len(losses) == 60
+    # The last 20 steps against the untrained model (step 1, before its update). Learning
+    # only which tokens are likely gives H(unigram) / ln |V| in closed form: 2.32 / ln 14 =
+    # 0.88 for the captioners, whose logits start near 0, ln 10 / ln 14 = 0.87 for the
+    # glimpses (the label is a digit; their EOS is certain from the start); learning nothing
+    # gives 1.0 give or take the batches' spread (~0.03 over 20 steps). 0.93 lies between.
+    # Measured, fp32, train.seed 1 (2-4): Show-Attend-Tell 0.85 and 0.82 hard (0.83-0.88),
+    # Show-Tell 0.78 (0.79), glimpses 0.87 (0.89), the CNN on clutter 0.39 (0.44), on an
+    # Intel Xeon with AMX; the runs came out the same to 3 decimals with AVX2 kernels. The
+    # ratio of 10-step windows this replaced came within 0.03 of 0.93.
+    assert np.mean(losses[-20:]) < 0.93 * losses[0], losses
 
 
 @pytest.mark.slow
@@ -346,4 +356,5 @@ def test_the_cluttered_ceiling_reads_digits_it_is_told_where_to_find():
 
     result = cluttered_ceiling.measure(train=300, test=100)
     assert result["test_scans"] == 269 and result["test_canvases"] == 100
+    # scikit-learn's SVC (libsvm, float64, seeded canvases): 0.98 and 0.93 (Intel Xeon, AMX).
     assert result["clean"] > 0.9 and 0.5 < result["oracle_crop"] <= 1.0

@@ -113,6 +113,8 @@ def test_translate_keeps_data_order_in_text_links_and_plot_data(pair, tmp_path, 
         assert saved.tgt_tokens == row["target_pieces"]
         text = "".join(saved.tgt_tokens[:-1]).replace("▁", " ").strip()
         assert " ".join(text.split()) == row["translation"]
+    # One of two is enough, and 2 of 2 wrote the target's script in every pair for train.seed
+    # 1-2 (fp32, an Intel Xeon with AMX), as did 5 of 5 in `evaluate` below.
     assert any(_in_script(row["translation"], PAIRS[name][3]) for row in rows)
     if name == "ru-en":
         return

@@ -169,6 +169,8 @@ def test_pharaoh_links_index_the_words(runs, tmp_path, capsys, monkeypatch):
         linked += len(links)
         if not line.strip():
             assert row == "\t"
+    # Not vacuous: the run (fp32 on every CPU: conftest.TINY) wrote words for all 6 lines
+    # that have any and 10-13 links for train.seed 1-3 (an Intel Xeon with AMX).
     assert linked > 0
 
 
@@ -184,6 +186,8 @@ def test_threshold_adds_one_to_many_links(runs, capsys, monkeypatch):
         stdin=text,
     )
     few, many = parse_pharaoh(plain.split("\t")[1]), parse_pharaoh(wide.split("\t")[1])
+    # A 100-step model's attention is far from one-hot: 2-4 links became 13-28 at 0.01 for
+    # train.seed 1-3 (fp32, an Intel Xeon with AMX).
     assert few <= many and len(many) > len(few)
 
 
