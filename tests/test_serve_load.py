@@ -33,6 +33,10 @@ def test_load_and_flood(tiny_runs, tmp_path):
     assert record["steady"]["p95_ms"] >= record["steady"]["p50_ms"] > 0
     flood = record["flood"]
     assert sum(flood["statuses"].values()) == 200
+    # Some 503s: the clients run on the same CPU as the server, so a faster CPU sends faster
+    # too, and more cores help the 200 threads, not the one decoding worker. Measured: 154 of
+    # 200 here (tiny RNNsearch, Intel Xeon with AMX, 2 busy cores), 183 on an AMD EPYC with
+    # the quickstart model (benchmarks/results/serve_load.jsonl).
     assert set(flood["statuses"]) <= {"200", "503"} and flood["statuses"].get("503", 0) > 0
     assert flood["every_503_has_retry_after"] and flood["answers_afterwards"] == [200, 200]
     assert flood["tracebacks_in_log"] == 0
