@@ -207,7 +207,8 @@ def _per_target(f: Tensor, logits: Tensor, calls, point: Tensor, batched: bool):
         d_outputs, d_contexts = torch.autograd.grad(f.sum(), edges, retain_graph=True)
 
         def through_loop(first: int, stop: int) -> Tensor:
-            grads = loop_vjp(loop, d_outputs, d_contexts, first, stop)
+            with torch.no_grad():  # a hand-written VJP: no graph of its own
+                grads = loop_vjp(loop, d_outputs, d_contexts, first, stop)
             inputs = {i: GradientEdge(*loop.next_functions[i]) for i in grads}
             live = [i for i in grads if inputs[i].node is not None]
             edges = [inputs[i] for i in live]
