@@ -1,23 +1,29 @@
 """What integrated gradients (32 steps) and gradient × input cost for one sentence,
-before and after the batched backward of `attnmt.explain.gradients` (issue 39).
+before and after one forward pass per integration step (issue 39).
 
-    python benchmarks/explain_cost.py                         # both models, 5 repeats
-    python benchmarks/explain_cost.py --models rnnsearch --repeats 9 --threads 1
+    python benchmarks/explain_cost.py                         # RNNsearch and Transformer
+    python benchmarks/explain_cost.py --models luong --repeats 3 --threads 1
 
 The shipped `configs/quickstart.yaml` RNNsearch (4,000 subwords, as the quickstart's joint
-vocabulary) and `configs/transformer.yaml` Transformer (8,000), randomly initialised (the
-cost depends on the shapes only), in eval mode, explaining one 32-word English sentence
-of 47 source subwords with a 37-subword reference (docs/results.md's note on the cost):
-random ids of those lengths, seeded. "before" is the implementation of commit 8f91b1f,
-copied below: each (target t, step α_k) a copy of the sentence cut after t, T·K copies
-forward and backward in chunks; "after" is the library's. Before and after alternate
-within each repeat (their order swapped every repeat), so a slow moment of a shared
-machine hits both; per model and method, the median, lowest and highest wall-clock and
-process CPU seconds, the ratio of the medians, and the largest difference between the
-two attribution matrices (against the largest entry). The first call of each is a
-warm-up, untimed, whose growth of the process's peak resident memory is reported (after
-first, so the growth is its own). One JSON line per run is appended to
-`benchmarks/results/explain_cost.jsonl`.
+vocabulary), `configs/transformer.yaml` Transformer (8,000) and, on request,
+`configs/luong-global-general.yaml` Luong (4,000), randomly initialised (the cost
+depends on the shapes only), in eval mode, explaining one 32-word English sentence of
+47 source subwords with a 37-subword reference (docs/results.md's note on the cost):
+random ids of those lengths, seeded. "before" is `path_gradients(copies=True)`, what
+every model took until commit 8f91b1f: each (target t, step α_k) a copy of the sentence
+cut after t, T·K copies forward and backward in batches; "after" is
+`path_gradients(copies=False)`, one forward pass per step and every target's gradient
+from it, the library's default for every model but those with an LSTM (Luong's, which
+keep the copies: `--models luong` shows why). Integrated gradients include the two
+endpoint passes of the completeness error, as `integrated_gradients` does.
+
+Before and after alternate within each repeat (their order swapped every repeat), so a
+slow moment of a shared machine hits both; per model and method, the median, lowest and
+highest wall-clock and process CPU seconds, the ratio of the medians, and the largest
+difference between the two attribution matrices (against the largest entry). The first
+call of each is a warm-up, untimed, whose growth of the process's peak resident memory
+is reported (after first, so the growth is its own). One JSON line per run is appended
+to `benchmarks/results/explain_cost.jsonl`.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import json
 import resource
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -35,85 +41,26 @@ from machine import append_result
 from torch import Tensor
 
 from attnmt.config import load_config
-from attnmt.data.batching import pad_batch
-from attnmt.data.vocab import BOS, EOS
 from attnmt.devices import NOTABLE_FLAGS, cpu_flags, cpu_model, pick_device
-from attnmt.explain.gradients import (
-    endpoint_log_probs,
-    gradient_times_input,
-    input_override,
-    integrated_gradients,
-)
+from attnmt.explain.gradients import endpoint_log_probs, path_gradients
 from attnmt.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {  # name -> config, vocabulary size (the config's data.vocab_size)
     "rnnsearch": (ROOT / "configs" / "quickstart.yaml", 4000),
     "transformer": (ROOT / "configs" / "transformer.yaml", 8000),
+    "luong": (ROOT / "configs" / "luong-global-general.yaml", 4000),
 }
 SOURCE, TARGET = 47, 37  # subwords of the 32-word sentence (without EOS)
 SMOKE = ["model.embed_size=8", "model.hidden_size=16", "model.ff_size=32", "model.heads=2"]
 RESULTS = Path(__file__).parent / "results" / "explain_cost.jsonl"
 
 
-# --- before: attnmt.explain.gradients as of commit 8f91b1f ---------------------------------
-
-
-def _chunks_before(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    chunks: list[list[int]] = [[]]
-    longest = 0
-    for index, length in enumerate(lengths):
-        longest = max(longest, length)
-        if chunks[-1] and longest * (len(chunks[-1]) + 1) > budget:
-            chunks.append([])
-            longest = length
-        chunks[-1].append(index)
-    return [c for c in chunks if c]
-
-
-def path_gradients_before(model, src_ids, tgt_ids, alphas, copy_tokens: int = 8192) -> Tensor:
-    """The (T + 1, S + 1) matrix, one copy of the sentence per (t, α) cut after t."""
-    device = next(model.parameters()).device
-    source, target = [*src_ids, EOS], [BOS, *tgt_ids, EOS]
-    steps = len(target) - 1
-    copies = [(t, a) for t in range(steps) for a in alphas]
-    rows = None
-    model.eval()
-    for chunk in _chunks_before([t + 1 for t, _ in copies], copy_tokens):
-        batch = len(chunk)
-        positions = torch.tensor([copies[i][0] for i in chunk], device=device)
-        scale = torch.tensor([copies[i][1] for i in chunk], device=device)
-        longest = int(positions.max()) + 1
-        src, src_mask = pad_batch([source] * batch, device)
-        tgt, _ = pad_batch([target[: longest + 1]] * batch, device)
-        seen: list[Tensor] = []
-
-        def scaled(features, scale=scale, seen=seen):
-            full = features.detach()
-            point = (scale.view((-1,) + (1,) * (full.dim() - 1)) * full).requires_grad_(True)
-            seen.extend((full, point))
-            return point
-
-        with torch.enable_grad(), input_override(model, src, scaled):
-            logits = model(src, src_mask, tgt[:, :-1]).logits
-            everyone = torch.arange(batch, device=device)
-            log_probs = torch.log_softmax(logits[everyone, positions].float(), dim=-1)
-            total = log_probs.gather(1, tgt[everyone, positions + 1][:, None]).sum()
-            full, point = seen
-            (grad,) = torch.autograd.grad(total, point)
-        contrib = (grad * full).sum(dim=-1).detach().float().cpu() / len(alphas)
-        if rows is None:
-            rows = torch.zeros(steps, contrib.shape[1])
-        rows.index_add_(0, positions.cpu(), contrib)
-    return rows
-
-
-def integrated_gradients_before(model, src_ids, tgt_ids, steps: int) -> Tensor:
-    """As `integrated_gradients` was: the path, then the two endpoints' log-probabilities."""
-    matrix = path_gradients_before(
-        model, src_ids, tgt_ids, [(k + 0.5) / steps for k in range(steps)]
-    )
-    endpoint_log_probs(model, src_ids, tgt_ids)  # what the completeness error needed
+def integrated_gradients_by(copies: bool, model, src_ids, tgt_ids, steps: int) -> Tensor:
+    """As `integrated_gradients`: the path (by copies or not), then the two endpoints."""
+    alphas = [(k + 0.5) / steps for k in range(steps)]
+    matrix = path_gradients(model, src_ids, tgt_ids, alphas, copies=copies).matrix
+    endpoint_log_probs(model, src_ids, tgt_ids)  # what the completeness error needs
     return matrix
 
 
@@ -158,12 +105,12 @@ def measure_model(name: str, steps: int, repeats: int, smoke: bool) -> list[dict
     model, src, tgt = build(name, smoke)
     runs = {
         "integrated-gradients": {
-            "before": lambda: integrated_gradients_before(model, src, tgt, steps),
-            "after": lambda: integrated_gradients(model, src, tgt, steps).matrix,
+            "before": lambda: integrated_gradients_by(True, model, src, tgt, steps),
+            "after": lambda: integrated_gradients_by(False, model, src, tgt, steps),
         },
         "grad-input": {
-            "before": lambda: path_gradients_before(model, src, tgt, [1.0]),
-            "after": lambda: gradient_times_input(model, src, tgt).matrix,
+            "before": lambda: path_gradients(model, src, tgt, [1.0], copies=True).matrix,
+            "after": lambda: path_gradients(model, src, tgt, [1.0], copies=False).matrix,
         },
     }
     rows = []
@@ -222,7 +169,9 @@ def measure(models: list[str], steps: int, repeats: int, threads: int | None, sm
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument(
+        "--models", nargs="+", choices=list(MODELS), default=["rnnsearch", "transformer"]
+    )
     parser.add_argument("--steps", type=int, default=32, help="integrated gradients' steps")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="default: torch's")

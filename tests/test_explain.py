@@ -173,13 +173,14 @@ def test_batched_gradients_equal_one_backward_per_target(name, one_thread):
         src = torch.randint(4, 21, (src,), generator=torch.Generator().manual_seed(1)).tolist()
     tgt, alphas = [5, 9, 6, 11], [0.2, 0.7, 1.0]
     expected = _one_target_at_a_time(model, src, tgt, alphas).float()
-    batched = path_gradients(model, src, tgt, alphas)
     scale = float(expected.abs().max())
     assert scale > 1e-6  # attributions worth comparing
-    torch.testing.assert_close(batched.matrix, expected, atol=1e-5 * scale, rtol=1e-4)
-    one_by_one = path_gradients(model, src, tgt, alphas, batched=False).matrix
-    torch.testing.assert_close(one_by_one, expected, atol=1e-5 * scale, rtol=1e-4)
-    assert (batched.forward, batched.backward) == (3, 3 * 5)
+    # the default; one backward per target; a copy per (target, step); one forward per step
+    for options in ({}, {"batched": False}, {"copies": True}, {"copies": False}):
+        done = path_gradients(model, src, tgt, alphas, **options)
+        torch.testing.assert_close(done.matrix, expected, atol=1e-5 * scale, rtol=1e-4)
+        copies = options.get("copies", name == "luong")  # an LSTM: copies by default
+        assert (done.forward, done.backward) == ((3 * 5 if copies else 3), 3 * 5)
     fused = name in ("rnnsearch (fused loop)", "show-attend-tell")
     with torch.enable_grad():  # the fused loop takes its own batched backward
         out = model(

@@ -50,6 +50,7 @@ def find_loop(root: Node | None) -> Node | None:
     return None
 
 
+@torch.no_grad()  # the saved tensors require grad; this backward records nothing
 def loop_vjp(
     node: Node, d_outputs: Tensor, d_contexts: Tensor, first: int, stop: int
 ) -> dict[int, Tensor]:
@@ -70,7 +71,6 @@ def loop_vjp(
     d_s = d_outputs.new_zeros(K, N, D)  # d s_i, one row per target
     d_c_steps = d_outputs.new_zeros(K, stop, N, Dk)  # d c_i
     d_e_steps = d_outputs.new_zeros(K, stop, N, S)  # d e_ij
-    squares = hiddens[:stop] * hiddens[:stop]  # h_ij² = tanh(q_i + k_j)²: (T', K, S, Dh)
     annotations_t = annotations.transpose(1, 2)  # (K, Dk, S)
     for i in reversed(range(stop)):
         live = max(i - first, 0)  # rows of targets t >= i: earlier ones ignore step i
@@ -91,19 +91,22 @@ def loop_vjp(
         d_e = a * (d_a - (a * d_a).sum(dim=-1, keepdim=True))  # through the softmax
         d_e_steps[:, i, live:] = d_e
         # d q_i = v ⊙ Σ_j d e_ij (1 − h_ij²): (K, A, Dh)
-        d_q = (d_e.sum(dim=-1, keepdim=True) - torch.bmm(d_e, squares[i])) * v
+        squares = hiddens[i] * hiddens[i]  # h_ij² = tanh(q_i + k_j)²: (K, S, Dh)
+        d_q = (d_e.sum(dim=-1, keepdim=True) - torch.bmm(d_e, squares)) * v
         d_hs = torch.cat([d_gx[..., : 2 * D], d_pre_n * r, d_q], dim=-1)  # d [g^h; q]
         d_s[:, live:] = d_si * z + d_hs @ w_s  # d s_{i-1}
     # d h_j = Σ_i alpha_ij d c_i: (K, S, T') @ (K, T', N·Dk)
     d_annotations = torch.bmm(alpha[:, :stop].transpose(1, 2), d_c_steps.flatten(2))
-    d_annotations = d_annotations.view(K, S, N, Dk).permute(2, 0, 1, 3)  # (N, K, S, Dk)
+    del d_c_steps  # the largest of these (K·T'·N·Dk): gone before the keys' share
     # d k_j = v ⊙ Σ_i d e_ij (1 − h_ij²): per (sentence, j), (N, T') @ (T', Dh)
     d_e_by_key = d_e_steps.permute(0, 3, 2, 1).reshape(K * S, N, stop)
-    squares_by_key = squares.permute(1, 2, 0, 3).reshape(K * S, stop, -1)
-    through_h2 = torch.bmm(d_e_by_key, squares_by_key).view(K, S, N, -1)  # (K, S, N, Dh)
-    d_keys = (d_e_steps.sum(dim=1).transpose(1, 2).unsqueeze(-1) - through_h2) * v
+    by_key = hiddens[:stop].permute(1, 2, 0, 3)  # (K, S, T', Dh), a view
+    squares_by_key = torch.mul(by_key, by_key).view(K * S, stop, -1)  # h_ij², a new tensor
+    d_keys = torch.bmm(d_e_by_key, squares_by_key).view(K, S, N, -1)  # (K, S, N, Dh)
+    d_keys.neg_().add_(d_e_steps.sum(dim=1).transpose(1, 2).unsqueeze(-1)).mul_(v)
+    # views in the (N, K, ...) order of a batched backward, not copies
     return {
-        S0: d_s.transpose(0, 1).contiguous(),
-        KEYS: d_keys.permute(2, 0, 1, 3).contiguous(),
-        ANNOTATIONS: d_annotations.contiguous(),
+        S0: d_s.transpose(0, 1),
+        KEYS: d_keys.permute(2, 0, 1, 3),
+        ANNOTATIONS: d_annotations.view(K, S, N, Dk).permute(2, 0, 1, 3),
     }

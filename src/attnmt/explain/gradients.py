@@ -45,9 +45,11 @@ from attnmt.explain.bahdanau import find_loop, loop_vjp
 from attnmt.models.vision import ConvEncoder
 
 # (target, step) rows x the longer side (source or target) per chunk of backward passes:
-# bounds their (rows, length, width) gradients (a 32-word sentence, 32 steps: 38 targets x
-# 32 steps x 48 source subwords = 58k, one chunk).
-CHUNK_TOKENS = 65536
+# bounds their (rows, length, width) gradients. A 32-word sentence at 32 steps (38 targets
+# x 48 source subwords) takes 4 forward passes of 8 steps on the quickstart RNNsearch: its
+# memory grew by 260 MB where one chunk of all 32 took 830, in the same time.
+CHUNK_TOKENS = 16384
+COPY_TOKENS = 8192  # copies x longest target per batch of copies (`copies=True`)
 
 
 @dataclass
@@ -187,19 +189,10 @@ def _per_target(f: Tensor, logits: Tensor, calls, point: Tensor, batched: bool):
     Each target's backward starts where positions stop mixing: at the output layer's
     input (the log-softmax and the output layer act on each position alone, so one
     backward of Σ_t f_t gives every position's gradient there, and target t's cotangent
-    is that gradient at position t, zero elsewhere), one backward per target through the
-    one forward. For RNNsearch's fused decoder loop, at the loop's outputs: through the
-    loop by `attnmt.explain.bahdanau.loop_vjp`, then through the encoder in one batched
-    backward (`is_grads_batched`) for all targets.
-
-    Why not batched everywhere: `is_grads_batched`'s vmap has no batching rule for the
-    backward of scaled_dot_product_attention, layer norm, the LSTM, packed sequences or
-    the softmax, and runs each of them once per target, op by op. Integrated gradients
-    at 32 steps, a 47-subword source and a 37-subword target, random weights (Intel Xeon,
-    one thread, CPU seconds, 2026-11-26): `configs/transformer.yaml`'s model 13.7-17.8
-    batched against 8.4-9.3 one backward per target (4 runs each), Luong's
-    (`configs/luong-global-general.yaml`) 34-55 against 18-30; the quickstart RNNsearch's
-    encoder (a GRU) 3.3-3.5 batched against 3.6-4.2.
+    is that gradient at position t, zero elsewhere), all targets in one batched backward
+    (`is_grads_batched`). For RNNsearch's fused decoder loop, whose hand-written backward
+    cannot be batched, at the loop's outputs: through the loop by
+    `attnmt.explain.bahdanau.loop_vjp`, then through the encoder in one batched backward.
     """
     loop = find_loop(f.grad_fn)
     if loop is not None:
@@ -207,8 +200,7 @@ def _per_target(f: Tensor, logits: Tensor, calls, point: Tensor, batched: bool):
         d_outputs, d_contexts = torch.autograd.grad(f.sum(), edges, retain_graph=True)
 
         def through_loop(first: int, stop: int) -> Tensor:
-            with torch.no_grad():  # a hand-written VJP: no graph of its own
-                grads = loop_vjp(loop, d_outputs, d_contexts, first, stop)
+            grads = loop_vjp(loop, d_outputs, d_contexts, first, stop)
             inputs = {i: GradientEdge(*loop.next_functions[i]) for i in grads}
             live = [i for i in grads if inputs[i].node is not None]
             edges = [inputs[i] for i in live]
@@ -225,9 +217,86 @@ def _per_target(f: Tensor, logits: Tensor, calls, point: Tensor, batched: bool):
         rows = torch.arange(stop - first, device=f.device)
         cotangents = per_position.new_zeros(stop - first, *per_position.shape)
         cotangents[rows, :, first + rows] = per_position[:, first:stop].transpose(0, 1)
-        return _batched_grad(boundary, point, cotangents, batched=False)
+        return _batched_grad(boundary, point, cotangents, batched)
 
     return one_hot
+
+
+def _shared(model, source, target, alphas, chunk_tokens: int, batched: bool) -> Tensor:
+    """The rows of `path_gradients`, one forward pass per α_k (batched, the whole
+    target) and every target's gradient from it (`_per_target`)."""
+    device = next(model.parameters()).device
+    steps = len(target) - 1
+    rows_per_pass = max(1, chunk_tokens // max(len(source), steps))  # targets x alphas
+    per_forward = max(1, rows_per_pass // steps)  # alphas in one forward pass
+    per_backward = min(steps, rows_per_pass)  # targets in one backward pass
+    rows = torch.zeros(0)
+    for start in range(0, len(alphas), per_forward):
+        checkpoint()
+        scale = torch.tensor(alphas[start : start + per_forward], device=device)
+        src, src_mask = pad_batch([source] * len(scale), device)
+        tgt, _ = pad_batch([target] * len(scale), device)
+        inputs: list[Tensor] = []
+        override = input_override(model, src, _scaler(scale, inputs))
+        with torch.enable_grad(), override, _linear_calls(model) as calls:
+            logits = model(src, src_mask, tgt[:, :-1]).logits  # (K, T, V)
+            log_probs = torch.log_softmax(logits.float(), dim=-1)
+            f = log_probs.gather(2, tgt[:, 1:, None]).squeeze(2)  # f_t: (K, T)
+        full, point = inputs
+        gradients = _per_target(f, logits, calls, point, batched)
+        calls.clear()
+        for first in range(0, steps, per_backward):
+            checkpoint()
+            stop = min(steps, first + per_backward)
+            grad = gradients(first, stop)  # (N, K, *X)
+            contrib = _reduce(grad * full).sum(dim=1).detach().float().cpu() / len(alphas)
+            if not len(rows):
+                rows = torch.zeros(steps, contrib.shape[1])
+            rows[first:stop] += contrib
+    return rows
+
+
+def _copies(model, source, target, alphas, copy_tokens: int) -> Tensor:
+    """The rows of `path_gradients`, each (t, α_k) a copy of the sentence with its target
+    cut after t, in batches of copies x longest target <= `copy_tokens`, one backward
+    each: T·K sequences forward and backward."""
+    device = next(model.parameters()).device
+    steps = len(target) - 1
+    copies = [(t, a) for t in range(steps) for a in alphas]  # t ascending: short first
+    rows = torch.zeros(0)
+    for chunk in _chunks([t + 1 for t, _ in copies], copy_tokens):
+        checkpoint()
+        batch = len(chunk)
+        positions = torch.tensor([copies[i][0] for i in chunk], device=device)
+        scale = torch.tensor([copies[i][1] for i in chunk], device=device)
+        src, src_mask = pad_batch([source] * batch, device)
+        tgt, _ = pad_batch([target[: int(positions.max()) + 2]] * batch, device)
+        inputs: list[Tensor] = []
+        with torch.enable_grad(), input_override(model, src, _scaler(scale, inputs)):
+            logits = model(src, src_mask, tgt[:, :-1]).logits  # (B, T', V)
+            everyone = torch.arange(batch, device=device)
+            log_probs = torch.log_softmax(logits[everyone, positions].float(), dim=-1)
+            total = log_probs.gather(1, tgt[everyone, positions + 1][:, None]).sum()
+            full, point = inputs
+            (grad,) = torch.autograd.grad(total, point)
+        contrib = _reduce((grad * full)[None])[0].detach().float().cpu() / len(alphas)
+        if not len(rows):
+            rows = torch.zeros(steps, contrib.shape[1])
+        rows.index_add_(0, positions.cpu(), contrib)
+    return rows
+
+
+def _chunks(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Copy indices in order, grouped so that copies x longest target <= budget."""
+    chunks: list[list[int]] = [[]]
+    longest = 0
+    for index, length in enumerate(lengths):
+        longest = max(longest, length)
+        if chunks[-1] and longest * (len(chunks[-1]) + 1) > budget:
+            chunks.append([])
+            longest = length
+        chunks[-1].append(index)
+    return [c for c in chunks if c]
 
 
 def path_gradients(
@@ -237,6 +306,7 @@ def path_gradients(
     alphas: Sequence[float],
     *,
     chunk_tokens: int = CHUNK_TOKENS,
+    copies: bool | None = None,
     batched: bool = True,
 ) -> Attribution:
     """Σ_k w_k ∂f_t/∂X (X' + α_k (X − X')) · (X − X') for every target t, X' = 0, with
@@ -244,50 +314,33 @@ def path_gradients(
     the K midpoints. `src_ids`, `tgt_ids` exclude BOS/EOS.
 
     One teacher-forced forward pass per α_k (the whole target: the models are causal, so
-    f_t reads the same states as a copy cut after t would), batched; then every target's
-    gradient from it (`_per_target`). Chunks keep targets × steps × the longer side
-    within `chunk_tokens`; between chunks `attnmt.cancel.checkpoint()` stops abandoned
-    work. `batched=False` takes RNNsearch's encoder backward once per target too (what
-    happens where an operation has no batching rule).
+    f_t reads the same states as a copy cut after t would), batched, and every target's
+    gradient from it (`_shared`); chunks keep targets x steps x the longer side within
+    `chunk_tokens`. `batched=False` takes one backward per target instead (what happens
+    where an operation has no batching rule). Models with an LSTM (Luong's) take a copy
+    of the sentence per (t, α_k) instead (`_copies`, `copies=True`, what every model took
+    until 2026-11-26): the LSTM's backward and packed sequences have no batching rule and
+    run once per target, op by op, step by step, which made one forward per step 2x (32
+    steps) to 25x (gradient x input) slower than the copies on Luong's config
+    (benchmarks/explain_cost.py, `--models luong`). Between chunks
+    `attnmt.cancel.checkpoint()` stops abandoned work.
     """
-    device = next(model.parameters()).device
     source = [*src_ids, EOS]
     target = [BOS, *tgt_ids, EOS]
     steps = len(target) - 1
-    rows_per_pass = max(1, chunk_tokens // max(len(source), steps))  # targets x alphas
-    per_forward = max(1, rows_per_pass // steps)  # alphas in one forward pass
-    per_backward = min(steps, rows_per_pass)  # targets in one backward pass
-    weight = 1.0 / len(alphas)
-    rows: Tensor | None = None
+    if copies is None:
+        copies = any(isinstance(m, nn.LSTM) for m in model.modules())
     was_training = model.training
     model.eval()
     try:
-        for start in range(0, len(alphas), per_forward):
-            checkpoint()
-            scale = torch.tensor(alphas[start : start + per_forward], device=device)
-            src, src_mask = pad_batch([source] * len(scale), device)
-            tgt, _ = pad_batch([target] * len(scale), device)
-            inputs: list[Tensor] = []
-            override = input_override(model, src, _scaler(scale, inputs))
-            with torch.enable_grad(), override, _linear_calls(model) as calls:
-                logits = model(src, src_mask, tgt[:, :-1]).logits  # (K, T, V)
-                log_probs = torch.log_softmax(logits.float(), dim=-1)
-                f = log_probs.gather(2, tgt[:, 1:, None]).squeeze(2)  # f_t: (K, T)
-            full, point = inputs
-            gradients = _per_target(f, logits, calls, point, batched)
-            calls.clear()
-            for first in range(0, steps, per_backward):
-                checkpoint()
-                stop = min(steps, first + per_backward)
-                grad = gradients(first, stop)  # (N, K, *X)
-                contrib = (_reduce(grad * full).sum(dim=1) * weight).detach().float().cpu()
-                if rows is None:
-                    rows = torch.zeros(steps, contrib.shape[1])
-                rows[first:stop] += contrib
+        if copies:
+            rows = _copies(model, source, target, alphas, COPY_TOKENS)
+        else:
+            rows = _shared(model, source, target, alphas, chunk_tokens, batched)
     finally:
         model.train(was_training)
-    assert rows is not None
-    return Attribution(rows, forward=len(alphas), backward=len(alphas) * steps)
+    forward = len(alphas) * (steps if copies else 1)
+    return Attribution(rows, forward=forward, backward=len(alphas) * steps)
 
 
 @torch.no_grad()
