@@ -11,3 +11,20 @@ import os
 os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "65536")
 
 __version__ = "0.1.0"
+
+
+# The Python API (attnmt.api), imported on first use: `import attnmt` stays light (no torch)
+# for the commands and the runtime that do without it.
+_API = ("load", "train", "evaluate", "compare", "Model")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from attnmt import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'attnmt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

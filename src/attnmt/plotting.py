@@ -172,15 +172,44 @@ def heatmap(
     Shapes:
         weights: (T, S); src_tokens: S labels; tgt_tokens: T labels
     """
+    with _drawing(*_label_sets(src_tokens, tgt_tokens, title)):
+        fig = heatmap_figure(weights, src_tokens, tgt_tokens, title=title, scale=scale)
+        return _save(fig, path_stem, formats, dpi)
+
+
+def _label_sets(src_tokens, tgt_tokens, title) -> tuple[LabelSet, LabelSet, LabelSet]:
+    return label_set(src_tokens), label_set(tgt_tokens), label_set([title or ""])
+
+
+def heatmap_figure(
+    weights: np.ndarray | Tensor,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    *,
+    title: str | None = None,
+    scale: str = "weights",
+) -> Figure:
+    """The figure `heatmap` saves (notebooks show it: `attnmt.views`); `figure_png`
+    renders it as `heatmap` does."""
     array = _check(weights, src_tokens, tgt_tokens, 2, "(T, S)")
-    src, tgt, head = label_set(src_tokens), label_set(tgt_tokens), label_set([title or ""])
+    src, tgt, head = _label_sets(src_tokens, tgt_tokens, title)
     with _drawing(src, tgt, head):
         fig = Figure(figsize=(_side(len(src_tokens)), _side(len(tgt_tokens))))
         ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
         _draw_matrix(ax, array, src, tgt, scale=scale)
         if title:
             ax.set_title(head.shown[0], **head.style())
-        return _save(fig, path_stem, formats, dpi)
+    return fig
+
+
+def figure_png(fig: Figure, *, dpi: int = 80, labels: Sequence[Sequence[str]] = ()) -> bytes:
+    """A figure as PNG bytes, with the tight box `heatmap` saves with."""
+    import io
+
+    out = io.BytesIO()
+    with _drawing(*(label_set(list(x)) for x in labels)):
+        fig.savefig(out, format="png", dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+    return out.getvalue()
 
 
 def heatmap_grid(
@@ -248,6 +277,18 @@ def length_curves(
     its bucket's upper bound (`hi`) and the axis is labelled with the bucket labels, so runs
     whose empty buckets were left out still line up.
     """
+    with _drawing(label_set(curves), label_set([title or ""])):
+        fig = length_curves_figure(curves, metric=metric, title=title)
+        return _save(fig, path_stem, formats, dpi)
+
+
+def length_curves_figure(
+    curves: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    metric: str = "bleu",
+    title: str | None = None,
+) -> Figure:
+    """The figure `length_curves` saves (`attnmt.evaluate(...).plot()` shows it)."""
     buckets = {int(row["hi"]): str(row["label"]) for rows in curves.values() for row in rows}
     names, head = label_set(curves), label_set([title or ""])
     with _drawing(names, head):
@@ -265,7 +306,7 @@ def length_curves(
                 text.set(**names.style())
         if title:
             ax.set_title(head.shown[0], **head.style())
-        return _save(fig, path_stem, formats, dpi)
+    return fig
 
 
 # --- plot data -----------------------------------------------------------------------------

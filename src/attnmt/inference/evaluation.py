@@ -10,7 +10,6 @@ words, the ones the gold links index.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -18,7 +17,6 @@ from functools import lru_cache
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from attnmt.data.alignments import load_gold
 from attnmt.data.batching import DECODE_BATCH_TOKENS
@@ -42,6 +40,7 @@ from attnmt.inference.attention_maps import (
 from attnmt.inference.runs import LoadedRun
 from attnmt.inference.translator import translate_ids
 from attnmt.metrics import bleu_by_length, bleu_tokenizer, corpus_scores, tokenizer_note
+from attnmt.progress import progress_bar
 
 # Step offsets whose AER `alignment_report` tabulates (`by_offset`): does step t, t+1... align?
 OFFSETS = (-1, 0, 1, 2, 3)
@@ -72,13 +71,8 @@ def evaluate_examples(
             truncated.append(index)
             ids = ids[:limit]
         sources.append(ids)
-    bar = tqdm(
-        total=len(sources),
-        unit="sent",
-        desc=f"decoding {split}",
-        file=sys.stderr,
-        dynamic_ncols=True,
-        disable=not sys.stderr.isatty(),
+    bar = progress_bar(
+        total=len(sources), unit="sent", desc=f"decoding {split}", dynamic_ncols=True
     )
     device = next(loaded.model.parameters()).device
     with bar:

@@ -52,6 +52,7 @@ from attnmt.serve.schemas import (
     TranslateResponse,
 )
 from attnmt.serve.worker import ClientGoneError, ModelWorker, Options, QueueFullError
+from attnmt.views.html import inline_assets
 
 API_KEY_ENV = "ATTNMT_API_KEY"
 # The two ways to send the key (module level: FastAPI reads the annotations that use them).
@@ -163,6 +164,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
     }
     infos = {name: decoder.info() for name, decoder in decoders.items()}
     page = files("attnmt.serve").joinpath("explorer.html").read_text(encoding="utf-8")
+    page = inline_assets(page)  # the heatmap, as notebooks show it (attnmt.views)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):

@@ -29,6 +29,7 @@ from attnmt.checkpoint import (
 )
 from attnmt.config import Config
 from attnmt.errors import UserError
+from attnmt.progress import progress_bar
 from attnmt.training import distributed
 from attnmt.training.losses import batch_loss
 from attnmt.training.run import (
@@ -123,11 +124,11 @@ class _CtrlC:
 
 def _loop(run: Run, show_progress: bool) -> TrainResult:
     cfg, p, ctx = run.cfg, run.progress, run.ctx
-    bar = tqdm(
+    bar = progress_bar(
         total=cfg.train.max_steps or None,
         initial=p.step,
-        # No bar when stderr is not a terminal (a log file, CI): log lines instead.
-        disable=not (show_progress and ctx.is_main and sys.stderr.isatty()),
+        # No bar where nobody watches (a log file, CI): log lines instead.
+        enabled=show_progress and ctx.is_main,
         dynamic_ncols=True,
         unit="step",
         file=sys.stderr,

@@ -1,0 +1,530 @@
+"""attnmt from Python: what the command line does, returning objects that draw themselves.
+
+    import attnmt
+    run = attnmt.train("configs/reverse.yaml", train={"max_steps": 300})  # a TrainedRun
+    model = attnmt.load(run.run_dir)                   # or a checkpoint, or [run, run]
+    model.translate("In the beginning was the Word.")  # shows an explorable heatmap
+    model.translate(lines, beam=5, explain="integrated-gradients")
+    model.score("In the beginning", "Au commencement")
+    model.align(sources, targets)                      # word links from the attention
+    attnmt.evaluate(run.run_dir, split="test", beam=5)  # BLEU, chrF, BLEU by length
+    attnmt.compare(model_a.translate(x), model_b.translate(x), names=["a", "b"])
+
+Each result is what `attnmt.views.results` describes: inline HTML in a notebook, a figure
+with `.plot()`, a standalone page with `.save_html(path)`, plain data in `.records`. The
+numbers are those of the command line: the same `Translator`, search, scoring and
+evaluation code (tests/test_api.py checks `translate` against `attnmt translate
+--alignments json`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attnmt.errors import UserError
+from attnmt.views.results import Comparison, Table, Translated, Translations
+
+
+def _lines(text: str | Sequence[str], what: str) -> tuple[list[str], bool]:
+    """(lines, whether one string was given)."""
+    if isinstance(text, str):
+        return [text], True
+    if not isinstance(text, Sequence) or not all(isinstance(t, str) for t in text):
+        raise UserError(f"{what} must be a string or a list of strings")
+    return list(text), False
+
+
+class Model:
+    """A loaded run (or an ensemble) ready to translate, score and align.
+
+    `config` is the run's `attnmt.config.Config`, `metrics` its training log (one dict per
+    event of metrics.jsonl), `best` its best validation (checkpoints/best.json) or None.
+    """
+
+    def __init__(self, loaded, name: str | None = None) -> None:
+        self.loaded = loaded
+        self.name = name or loaded.run_dir.name
+
+    config = property(lambda self: self.loaded.cfg)
+    run_dir = property(lambda self: self.loaded.run_dir)
+    checkpoint = property(lambda self: self.loaded.checkpoint)
+    step = property(lambda self: self.loaded.step)
+    vocab = property(lambda self: self.loaded.vocab)
+    module = property(lambda self: self.loaded.model)  # the torch.nn.Module
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        return _read_metrics(self.run_dir)
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        path = self.run_dir / "checkpoints" / "best.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def __repr__(self) -> str:
+        cfg = self.config
+        members = self.loaded.members
+        what = f"ensemble of {len(members)}" if members else cfg.model.name
+        return f"<attnmt.Model {self.name}: {what}, step {self.step}, {self.checkpoint}>"
+
+    # --- translating ----------------------------------------------------------------------
+
+    def translator(self, **options):
+        """The `attnmt.inference.Translator` under `translate` (options as its own)."""
+        from attnmt.inference import Translator
+
+        return Translator(self.loaded, **options)
+
+    def translate(
+        self,
+        text: str | Sequence[str],
+        *,
+        beam: int = 1,
+        n_best: int = 1,
+        alpha: float = 0.6,
+        max_len_ratio: float = 2.0,
+        explain: str | Sequence[str] | None = None,
+        ig_steps: int = 32,
+        layer: int | None = None,
+        head: int | None = None,
+        threshold: float | None = None,
+    ) -> Translated | Translations:
+        """Translate one sentence (a `Translated`) or a list (`Translations`).
+
+        Options are `attnmt translate`'s (docs/decoding.md): `beam`, `n_best`, `alpha` (the
+        length penalty), `layer`/`head` (the Transformer attention that aligns words).
+        `explain` adds one or more explanation methods (attnmt.explain.METHODS) to the
+        view, each drawn beside the attention as decoded; `ig_steps` is integrated
+        gradients' step count.
+        """
+        from attnmt.explain.methods import explain as explain_pairs
+
+        lines, single = _lines(text, "text")
+        methods = [explain] if isinstance(explain, str) else list(explain or [])
+        if n_best > beam:
+            raise UserError(f"n_best={n_best} needs beam >= {n_best}")
+        has_attention = bool(getattr(self.loaded.model, "uses_attention", True))
+        translator = self.translator(
+            beam=beam,
+            alpha=alpha,
+            n_best=n_best,
+            max_len_ratio=max_len_ratio,
+            align_layer=layer,
+            align_head=head,
+            need_weights=has_attention,
+            threshold=threshold,
+        )
+        for method in methods:
+            from attnmt.explain import check_method
+
+            check_method(method, self.loaded.model, translator.choice)
+        sentences = translator.translate(lines)
+        items = []
+        for sentence in sentences:
+            result = sentence.translation
+            explanations = []
+            if result is not None:
+                for method in methods:
+                    explanations += explain_pairs(
+                        self.loaded.model,
+                        [(sentence.ids, result.tokens)],
+                        method,
+                        translator.choice,
+                        ig_steps=ig_steps,
+                    )
+            items.append(Translated(self._record(translator, sentence, explanations), self.name))
+        return items[0] if single else Translations(items)
+
+    def _record(self, translator, sentence, explanations) -> dict[str, Any]:
+        from attnmt.views.records import sentence_record
+
+        result = sentence.translation
+        if result is None:
+            return {  # an empty line: empty out, as `attnmt translate` answers it
+                "line": sentence.line,
+                "source": "",
+                "translation": "",
+                "score": 0.0,
+                "log_prob": 0.0,
+                "truncated": False,
+                "source_words": [],
+                "target_words": [],
+                "source_pieces": [],
+                "target_pieces": [],
+                "alignment": "",
+                "links": [],
+                "attention": [],
+                "default_attention": 0,
+            }
+        record = sentence_record(
+            self.vocab,
+            sentence.source,
+            sentence.ids,
+            result.tokens,
+            result.text,
+            result.weights,
+            translator.choice,
+            explanations=explanations,
+            threshold=translator.threshold,
+            extra={
+                "line": sentence.line,
+                "score": round(result.score, 6),
+                "log_prob": round(result.log_prob or 0.0, 6),
+                "truncated": sentence.truncated,
+            },
+        )
+        if explanations:
+            record["explanations"] = [
+                {
+                    "method": e.method,
+                    "ms": round(1000 * e.seconds, 1),
+                    "forward": e.forward,
+                    "backward": e.backward,
+                    "completeness_error": e.completeness,
+                }
+                for e in explanations
+            ]
+        if result.nbest is not None:
+            record["nbest"] = [
+                {
+                    "translation": self.vocab.tgt.decode(h.tokens),
+                    "score": round(h.score, 6),
+                    "log_prob": round(h.log_prob, 6),
+                }
+                for h in result.nbest
+            ]
+        return record
+
+    # --- scoring and aligning -------------------------------------------------------------
+
+    def score(
+        self,
+        source: str | Sequence[str],
+        target: str | Sequence[str],
+        *,
+        alpha: float = 0.6,
+        layer: int | None = None,
+        head: int | None = None,
+        threshold: float | None = None,
+    ) -> Translated | Translations:
+        """How likely the model finds each target given its source (forced decoding): each
+        result's `score` (length-normalised as the search does), `log_prob`, the
+        `token_log_probs`, and the attention while reading the target (its view)."""
+        from attnmt.config import IMAGE_MODELS
+        from attnmt.inference.attention_maps import run_attention
+        from attnmt.inference.scoring import score_pairs
+        from attnmt.inference.translator import source_limit
+        from attnmt.views.records import sentence_record
+
+        if self.config.model.name in IMAGE_MODELS:
+            raise UserError("score() reads text pairs; this run's model reads images")
+        sources, single = _lines(source, "source")
+        targets, single_target = _lines(target, "target")
+        if single != single_target or len(sources) != len(targets):
+            raise UserError(
+                f"give as many targets as sources ({len(sources)} sources, {len(targets)} "
+                "targets): two strings, or two lists of the same length"
+            )
+        choice = run_attention(self.loaded, layer=layer, head=head)
+        limit = source_limit(self.config.model)
+        has_attention = bool(getattr(self.loaded.model, "uses_attention", True))
+        sources = [" ".join(s.split()) for s in sources]
+        targets = [" ".join(t.split()) for t in targets]
+        ids = [
+            (self.vocab.src.encode(s)[:limit], self.vocab.tgt.encode(t))
+            for s, t in zip(sources, targets, strict=True)
+        ]
+        scored = score_pairs(self.loaded.model, ids, alpha=alpha, need_weights=has_attention)
+        items = []
+        for src, tgt, (src_ids, tgt_ids), result in zip(sources, targets, ids, scored, strict=True):
+            record = sentence_record(
+                self.vocab,
+                src,
+                src_ids,
+                tgt_ids,
+                tgt,
+                result.weights,
+                choice,
+                threshold=threshold,
+                extra={
+                    "target": tgt,
+                    "score": round(result.score, 6),
+                    "log_prob": round(result.log_prob, 6),
+                    "token_log_probs": [round(x, 4) for x in result.token_log_probs],
+                },
+            )
+            items.append(Translated(record, self.name))
+        return items[0] if single else Translations(items)
+
+    def align(
+        self,
+        source: str | Sequence[str],
+        target: str | Sequence[str],
+        *,
+        layer: int | None = None,
+        head: int | None = None,
+        threshold: float | None = None,
+    ) -> Translated | Translations:
+        """Word alignments of given sentence pairs: the model reads each target (forced
+        decoding) and each target word is linked to the source word its attention weighs
+        most (plus any above `threshold`), as `attnmt align --method attention` does.
+        Each result's `links` are (source word, target word) pairs, 0-based."""
+        if not getattr(self.loaded.model, "uses_attention", True):
+            raise UserError(
+                f"this run's model ({self.config.model.name}) has no attention, so it has no "
+                "alignments"
+            )
+        return self.score(source, target, layer=layer, head=head, threshold=threshold)
+
+    def compare(self, other: Model, text: str | Sequence[str], **options) -> Comparison:
+        """The same text translated by this model and `other`, side by side."""
+        return compare(
+            self.translate(text, **options),
+            other.translate(text, **options),
+            names=[self.name, other.name],
+        )
+
+
+def load(
+    path: str | Path | Sequence[str | Path],
+    *,
+    device: str = "auto",
+    quantize: str | None = None,
+    ensemble_mode: str = "log-linear",
+    layer: int | None = None,
+    head: int | None = None,
+    name: str | None = None,
+) -> Model:
+    """A trained run as a `Model`: a run directory (its best checkpoint, else its latest),
+    one checkpoint directory (`RUN/checkpoints/step-N`, or one `attnmt average` wrote), or
+    a list of runs decoded as an ensemble (`ensemble_mode`: log-linear or linear).
+    `device` is "auto" (a GPU where there is one), "cpu", "cuda", ...; `quantize="int8"`
+    decodes with PyTorch's dynamic int8 on the CPU."""
+    from attnmt.devices import pick_device
+    from attnmt.inference.ensemble import load_ensemble
+    from attnmt.inference.translator import quantize_model
+
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    if not paths:
+        raise UserError("load() needs a run directory (or a list of them)")
+    if quantize and device == "auto":
+        device = "cpu"  # int8 runs on the CPU kernels
+    loaded = load_ensemble(
+        paths,
+        device=pick_device(device, option="device"),
+        mode=ensemble_mode,
+        layer=layer,
+        head=head,
+    )
+    if quantize:
+        loaded.model = quantize_model(loaded.model, quantize)
+    if name is None and len(paths) > 1:
+        name = " + ".join(Path(p).name for p in paths)
+    return Model(loaded, name)
+
+
+def compare(*results: Translated | Translations, names: Sequence[str] | None = None) -> Comparison:
+    """Results of the same sentences from different runs, side by side in one view."""
+    if len(results) < 2:
+        raise UserError("compare() takes two results or more")
+    if names is None:
+        names = [
+            (r.titles[0] if r.titles and r.titles[0] else f"run {i + 1}")
+            for i, r in enumerate(results)
+        ]
+    return Comparison(results, names)
+
+
+# --- training and evaluating ---------------------------------------------------------------
+
+
+class TrainedRun(Table):
+    """What `attnmt.train` returns: the run directory, where and why it stopped, its best
+    validation, and its log (`metrics`); `.load()` the model, `.plot()` the loss curve."""
+
+    def __init__(self, result) -> None:
+        self.result = result
+        self.run_dir = Path(result.run_dir)
+        self.data = {
+            "run_dir": str(self.run_dir),
+            "step": result.step,
+            "seconds": round(result.elapsed, 1),
+            "stopped_because": result.stopped_because,
+            "best": result.best,
+            "last_validation": result.last_validation,
+        }
+
+    step = property(lambda self: self.result.step)
+    best = property(lambda self: self.result.best)
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        return _read_metrics(self.run_dir)
+
+    def load(self, **options) -> Model:
+        return load(self.run_dir, **options)
+
+    def plot(self):
+        """Training loss (and dev loss where validated) against the step."""
+        from matplotlib.figure import Figure
+
+        events = self.metrics
+        train = [(e["step"], e["loss"]) for e in events if e.get("type") == "train"]
+        dev = [(e["step"], e["loss"]) for e in events if e.get("type") == "valid"]
+        fig = Figure(figsize=(6, 3.5), layout="constrained")
+        ax = fig.add_subplot()
+        if train:
+            ax.plot(*zip(*train, strict=True), label="training loss")
+        if dev:
+            ax.plot(*zip(*dev, strict=True), marker="o", label="dev loss")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss (nats per token)")
+        ax.grid(alpha=0.3)
+        if train or dev:
+            ax.legend()
+        ax.set_title(self.run_dir.name)
+        return fig
+
+
+def train(
+    config: str | Path | Any = None,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    overrides: Sequence[str] = (),
+    **sections: Mapping[str, Any],
+) -> TrainedRun:
+    """Train a run as `attnmt train` does and return it (`TrainedRun`).
+
+    `config`: a YAML file, an `attnmt.config.Config`, or None (the defaults).
+    Overrides as keyword sections, `train={"max_steps": 300}, model={"attention": "dot"}`,
+    and/or `overrides=["train.max_steps=300"]` as `--set` takes them. A progress bar shows
+    in a terminal and in a notebook.
+    """
+    from attnmt.config import Config, load_config
+    from attnmt.training import train as train_run
+
+    pairs = list(overrides)
+    for section, values in sections.items():
+        if not isinstance(values, Mapping):
+            raise UserError(
+                f"{section}= must be a dict of that section's keys, e.g. "
+                f"{section}={{'key': value}}; got {values!r}"
+            )
+        for key, value in values.items():
+            pairs.append(f"{section}.{key}={json.dumps(value)}")
+    if isinstance(config, Config):
+        cfg = _apply(config, pairs) if pairs else config
+    else:
+        cfg = load_config(config, pairs)
+    return TrainedRun(train_run(cfg, resume=resume, progress=progress))
+
+
+def _apply(cfg, pairs: Sequence[str]):
+    """`pairs` (KEY=VALUE) applied to a Config, through a temporary YAML file."""
+    import tempfile
+    from dataclasses import asdict
+
+    import yaml
+
+    from attnmt.config import load_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.yaml"
+        path.write_text(yaml.safe_dump(asdict(cfg)), encoding="utf-8")
+        return load_config(path, list(pairs))
+
+
+class Evaluation(Table):
+    """What `attnmt.evaluate` returns: BLEU, chrF, BLEU by source length, speed
+    (`data`, as `attnmt evaluate` writes it) and the `hypotheses`; `.plot()` draws BLEU
+    by length (Bahdanau et al.'s Figure 2)."""
+
+    def __init__(self, result: dict[str, Any], hypotheses: list[str], name: str) -> None:
+        self.data = result
+        self.hypotheses = hypotheses
+        self.name = name
+
+    bleu = property(lambda self: self.data["bleu"])
+    chrf = property(lambda self: self.data["chrf"])
+
+    def _repr_html_(self) -> str:
+        keep = ("run", "split", "step", "beam", "bleu", "chrf", "bleu_tokenizer")
+        shown = {k: self.data[k] for k in keep if k in self.data}
+        shown["sentences/s"] = self.data.get("speed", {}).get("sentences_per_s")
+        rows = "".join(
+            f"<tr><td>{row['label']}</td><td>{row.get('sentences', '')}</td>"
+            f"<td>{row['bleu']:.2f}</td></tr>"
+            for row in self.data.get("bleu_by_length", [])
+        )
+        table = Table()
+        table.data = shown
+        by_length = (
+            "<p style='margin:0.5em 0 0.2em'>BLEU by source length (words)</p>"
+            f"<table><tr><th>length</th><th>sentences</th><th>BLEU</th></tr>{rows}</table>"
+        )
+        return table._repr_html_() + by_length
+
+    def plot(self, *others: Evaluation):
+        """BLEU against source length, this run and any `others` (one line each)."""
+        from attnmt.plotting import length_curves_figure
+
+        curves = {e.name: e.data["bleu_by_length"] for e in (self, *others)}
+        return length_curves_figure(curves, title="BLEU by source length")
+
+
+def evaluate(
+    run: str | Path | Model,
+    *,
+    split: str = "test",
+    beam: int = 5,
+    alpha: float = 0.6,
+    limit: int | None = None,
+    max_len_ratio: float = 2.0,
+    device: str = "auto",
+) -> Evaluation:
+    """Decode a split of the run's corpus and score it, as `attnmt evaluate` does (no
+    files written): BLEU and chrF with sacrebleu, BLEU by source length, speed."""
+    from attnmt.data.preparation import decoding_split
+    from attnmt.inference import evaluate_examples
+    from attnmt.inference.translator import source_limit
+
+    model = run if isinstance(run, Model) else load(run, device=device)
+    loaded = model.loaded
+    if limit is not None and limit < 1:
+        raise UserError(f"limit must be at least 1, got {limit}")
+    examples = decoding_split(loaded.cfg.data, split, loaded.vocab)[:limit]
+    if not examples:
+        raise UserError(f"the {split} split of data.corpus '{loaded.cfg.data.corpus}' is empty")
+    result, hypotheses = evaluate_examples(
+        loaded,
+        examples,
+        split=split,
+        limit=source_limit(loaded.cfg.model),
+        sentences=limit,
+        beam=beam,
+        alpha=alpha,
+        max_len_ratio=max_len_ratio,
+    )
+    return Evaluation(result, hypotheses, model.name)
+
+
+def _read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / "metrics.jsonl"
+    events = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    for line in text.splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut by a crash
+    return events

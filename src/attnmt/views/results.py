@@ -1,0 +1,227 @@
+"""Results that draw themselves: what `attnmt.load(...).translate/score/align`,
+`attnmt.compare` and `attnmt.evaluate` return.
+
+In Jupyter, JupyterLab, VS Code and Colab each shows as one self-contained HTML output
+(`attnmt.views.html`): the heatmap already drawn, made explorable by its own inline script.
+Everywhere:
+
+    result.plot()             # the matplotlib figure (attnmt.plotting.heatmap_figure)
+    result.save_html(path)    # a standalone page with the same view
+    result.records            # the JSON-ready data the views draw
+
+`settings.png` (on by default) adds a PNG of the first heatmap to each output's bundle, for
+viewers that show neither HTML nor scripts (GitHub's notebook preview).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnmt.views.html import view_html
+
+
+@dataclass
+class Settings:
+    png: bool = True  # a PNG of the first heatmap beside the HTML in every output
+    png_dpi: int = 72
+
+
+settings = Settings()
+
+
+class View:
+    """A result with heatmaps: `records` (one per sentence) and how they are shown."""
+
+    records: list[dict[str, Any]]
+    titles: list[str | None] | None = None
+    side_by_side: bool = False
+    heading: str | None = None
+
+    def to_html(self) -> str:
+        """The output's HTML: one string, styles, data and script inline."""
+        return view_html(
+            self.records, titles=self.titles, side_by_side=self.side_by_side, heading=self.heading
+        )
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        bundle: dict[str, Any] = {"text/plain": repr(self), "text/html": self.to_html()}
+        if settings.png and self.records and self.records[0].get("attention"):
+            from attnmt.plotting import figure_png
+
+            record = self.records[0]
+            chosen = record["attention"][record.get("default_attention") or 0]
+            level = "word" if chosen["word"] else "subword"  # no words: the </s> step
+            side = "words" if level == "word" else "pieces"
+            fig = self.plot(0, level=level)
+            labels = (record[f"source_{side}"], record[f"target_{side}"])
+            bundle["image/png"] = figure_png(fig, dpi=settings.png_dpi, labels=labels)
+        return bundle
+
+    def save_html(self, path: str | Path) -> Path:
+        """A standalone page with this view (nothing fetched: open it anywhere)."""
+        path = Path(path)
+        title = html.escape(self.heading or "attnmt")
+        page = (
+            '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}'
+            f"</title></head><body>{self.to_html()}</body></html>\n"
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page, encoding="utf-8")
+        return path
+
+    def matrix(self, index: int = 0, map: int | str | None = None, level: str = "word"):
+        """(matrix, source labels, target labels, map) of a record's map: `map` an index
+        into its `attention` list or a map's name (default: the record's default)."""
+        record = self.records[index]
+        maps = record.get("attention") or []
+        if not maps:
+            raise ValueError("this result has no attention weights to draw")
+        if map is None:
+            map = record.get("default_attention") or 0
+        if isinstance(map, str):
+            names = [m["name"] for m in maps]
+            if map not in names:
+                raise ValueError(f"no map named {map!r}; this result has: {', '.join(names)}")
+            map = names.index(map)
+        if level not in ("word", "subword"):
+            raise ValueError(f"level must be 'word' or 'subword', got {level!r}")
+        chosen = maps[map]
+        side = "words" if level == "word" else "pieces"
+        return (
+            np.asarray(chosen[level], dtype=np.float32),
+            record[f"source_{side}"],
+            record[f"target_{side}"],
+            chosen,
+        )
+
+    def plot(self, index: int = 0, map: int | str | None = None, level: str = "word"):
+        """The heatmap of record `index` as a matplotlib figure."""
+        from attnmt.plotting import heatmap_figure
+
+        matrix, src, tgt, chosen = self.matrix(index, map, level)
+        cols = len(src)
+        if matrix.size == 0:
+            matrix = np.zeros((0, cols), dtype=np.float32)
+        return heatmap_figure(
+            matrix[:, :cols] if matrix.ndim == 2 else matrix,
+            src,
+            tgt[: matrix.shape[0]],
+            title=chosen["name"],
+            scale=chosen.get("scale") or "weights",
+        )
+
+
+class Translated(View):
+    """One translated sentence: `text`, `score`, `log_prob`, `nbest`, `links`."""
+
+    def __init__(self, record: dict[str, Any], title: str | None = None) -> None:
+        self.record = record
+        self.records = [record]
+        self.titles = [title]
+
+    text = property(lambda self: self.record["translation"])
+    source = property(lambda self: self.record["source"])
+    score = property(lambda self: self.record.get("score"))
+    log_prob = property(lambda self: self.record.get("log_prob"))
+    nbest = property(lambda self: self.record.get("nbest"))
+    alignment = property(lambda self: self.record.get("alignment", ""))
+
+    @property
+    def links(self) -> list[tuple[int, int]]:
+        """Word links (source word i, target word j), 0-based, as Pharaoh counts them."""
+        return [tuple(link) for link in self.record.get("links", [])]
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Translated({self.text!r}, score={self.score})"
+
+
+class Translations(View):
+    """Several translated sentences (a list of `Translated`), one view each."""
+
+    def __init__(self, items: Sequence[Translated], heading: str | None = None) -> None:
+        self.items = list(items)
+        self.records = [t.record for t in self.items]
+        self.titles = [t.titles[0] for t in self.items]
+        self.heading = heading
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[Translated]:
+        return iter(self.items)
+
+    def __getitem__(self, index: int) -> Translated:
+        return self.items[index]
+
+    @property
+    def texts(self) -> list[str]:
+        return [t.text for t in self.items]
+
+    def __repr__(self) -> str:
+        shown = "\n".join(f"  {t.text!r}" for t in self.items[:10])
+        more = f"\n  ... {len(self.items) - 10} more" if len(self.items) > 10 else ""
+        return f"Translations({len(self.items)}):\n{shown}{more}"
+
+
+class Comparison(View):
+    """The same sentences from two (or more) runs, side by side."""
+
+    def __init__(self, results: Sequence[Translations | Translated], names: Sequence[str]):
+        per_run = [r.items if isinstance(r, Translations) else [r] for r in results]
+        if len({len(r) for r in per_run}) != 1:
+            raise ValueError("compare results of the same sentences (as many of each)")
+        self.names = list(names)
+        self.records, self.titles = [], []
+        for row in zip(*per_run, strict=True):
+            for name, item in zip(self.names, row, strict=True):
+                self.records.append(item.record)
+                self.titles.append(name)
+        self.side_by_side = True
+
+    def __repr__(self) -> str:
+        rows = [
+            f"  {title}: {record['translation']!r}"
+            for title, record in zip(self.titles, self.records, strict=True)
+        ]
+        return "Comparison:\n" + "\n".join(rows)
+
+
+class Table:
+    """Scores and figures as an HTML table in a notebook, a dict everywhere."""
+
+    data: dict[str, Any]
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(str(k))}</th>"
+            f"<td>{html.escape(_short(v))}</td></tr>"
+            for k, v in self.data.items()
+        )
+        return f"<table>{rows}</table>"
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({json.dumps(self.data, ensure_ascii=False)[:400]})"
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
+    return text if len(text) <= 200 else text[:197] + "..."

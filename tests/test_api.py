@@ -1,0 +1,249 @@
+"""The Python API (attnmt.load / train / evaluate / compare) and the results' views.
+
+What the notebooks rely on: the API gives the CLI's numbers (the same translation, words,
+links, weights and scores as `attnmt translate --alignments json` and `attnmt score` on
+the same run), results render as one self-contained HTML string, and bad input gets one
+clear sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attnmt
+from attnmt.errors import UserError
+from attnmt.views.html import asset, shade, static_table
+
+LINES = ["a b c", "d e", ""]
+
+
+def _cli(*args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "attnmt", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _words(tiny_runs) -> list[str]:
+    """Sentences in the tiny corpus's own vocabulary (tests/conftest.py's WORDS)."""
+    from tests.conftest import WORDS
+
+    return [" ".join(WORDS[:3]), " ".join(WORDS[3:5][::-1]), ""]
+
+
+@pytest.mark.parametrize("name", ["rnn", "tf"])
+def test_translate_equals_the_cli(tiny_runs, name):
+    lines = _words(tiny_runs)
+    model = attnmt.load(tiny_runs[name], device="cpu")
+    got = model.translate(lines, beam=3)
+    cli = [
+        json.loads(line)
+        for line in _cli(
+            "translate",
+            str(tiny_runs[name]),
+            "--beam",
+            "3",
+            "--alignments",
+            "json",
+            "--device",
+            "cpu",
+            stdin="\n".join(lines) + "\n",
+        ).splitlines()
+    ]
+    assert len(got) == len(cli) == 3
+    for ours, theirs in zip(got, cli, strict=True):
+        assert ours.text == theirs["translation"]
+        assert ours.score == pytest.approx(theirs["score"], abs=1e-5)
+        if not theirs["translation"] and not theirs["source"]:
+            continue
+        record = ours.record
+        for key in ("source_words", "target_words", "source_pieces", "target_pieces", "links"):
+            assert record[key] == theirs[key], key
+        chosen = record["attention"][record["default_attention"]]
+        assert chosen["alignment"] == theirs["alignment"]
+        np.testing.assert_allclose(chosen["subword"], theirs["subword_weights"], atol=1e-5)
+        np.testing.assert_allclose(chosen["word"], theirs["word_weights"], atol=1e-5)
+        # every map is a distribution over the source (attention rows sum to 1)
+        for m in record["attention"]:
+            np.testing.assert_allclose(np.sum(m["subword"], axis=1), 1.0, atol=1e-3)
+    if name == "tf":  # each layer's mean, then its heads: 2 layers x (1 + 2 heads)
+        names = [m["name"] for m in got[0].record["attention"]]
+        assert len(names) == 6 and names[0] == "layer 1, mean of heads"
+
+
+def test_score_equals_the_cli(tiny_runs):
+    src, tgt = _words(tiny_runs)[:2], ["x y", "z"]
+    from tests.conftest import WORDS
+
+    tgt = [" ".join(WORDS[:3][::-1]), " ".join(WORDS[3:5])]
+    model = attnmt.load(tiny_runs["rnn"], device="cpu")
+    got = model.score(src, tgt)
+    tsv = "".join(f"{s}\t{t}\n" for s, t in zip(src, tgt, strict=True))
+    cli = [
+        json.loads(x)
+        for x in _cli(
+            "score", str(tiny_runs["rnn"]), "--alignments", "json", "--device", "cpu", stdin=tsv
+        ).splitlines()
+    ]
+    for ours, theirs in zip(got, cli, strict=True):
+        assert ours.score == pytest.approx(theirs["score"], abs=1e-5)
+        assert ours.record["token_log_probs"] == pytest.approx(theirs["token_log_probs"], abs=1e-4)
+        assert ours.alignment == theirs["alignment"]
+        assert ours.record["target"] == theirs["target"]
+    aligned = model.align(src[0], tgt[0])
+    assert aligned.links == [tuple(x) for x in cli[0]["links"]]
+
+
+def test_explanations_join_the_attention_maps(tiny_runs):
+    model = attnmt.load(tiny_runs["rnn"], device="cpu")
+    line = _words(tiny_runs)[0]
+    done = model.translate(line, explain=["occlusion", "grad-input"])
+    maps = done.record["attention"]
+    assert [m["method"] for m in maps] == ["attention", "occlusion", "grad-input"]
+    assert [m["scale"] for m in maps] == ["weights", "signed", "signed"]
+    # occlusion's matrix is what translating without each word does (explain's own)
+    from attnmt.explain.methods import explain
+
+    sentence = model.translator().translate([line])[0]
+    ref = explain(
+        model.module,
+        [(sentence.ids, sentence.translation.tokens)],
+        "occlusion",
+        model.translator().choice,
+    )[0]
+    np.testing.assert_allclose(maps[1]["subword"], ref.matrix.numpy(), atol=1e-4)
+
+
+def test_model_without_attention_translates_and_says_why_no_alignment(tiny_runs):
+    model = attnmt.load(tiny_runs["plain"], device="cpu")
+    done = model.translate(_words(tiny_runs)[0])
+    assert done.record["attention"] == []
+    assert "no attention weights" in done.to_html()
+    with pytest.raises(UserError, match="has no attention"):
+        model.align("a", "b")
+
+
+def test_bad_input_gets_one_sentence(tiny_runs, tmp_path):
+    model = attnmt.load(tiny_runs["rnn"], device="cpu")
+    with pytest.raises(UserError, match="as many targets as sources"):
+        model.score(["a", "b"], ["c"])
+    with pytest.raises(UserError, match="string or a list of strings"):
+        model.translate(42)
+    with pytest.raises(UserError, match="n_best=3 needs beam >= 3"):
+        model.translate("a", n_best=3)
+    with pytest.raises(UserError, match="run directory|checkpoint"):
+        attnmt.load(tmp_path)
+    with pytest.raises(UserError, match="must be a dict"):
+        attnmt.train("configs/reverse.yaml", train=5)
+
+
+def test_one_output_is_one_self_contained_string(tiny_runs, tmp_path):
+    model = attnmt.load(tiny_runs["tf"], device="cpu")
+    done = model.translate(_words(tiny_runs)[:2])
+    page = done.to_html()
+    ids = re.findall(r'<div class="attnmt-view" id="(attnmt-[0-9a-f]+)"', page)
+    assert len(ids) == 1 and ids[0] not in model.translate("a").to_html()  # unique per output
+    assert asset("heatmap.js") in page and asset("heatmap.css") in page  # the page's own files
+    for remote in ("http://", "https://", "require(", "import(", "<link", "src="):
+        assert remote not in page.replace(asset("heatmap.js"), ""), remote
+    assert page.count('class="attnmt-static"') == 2  # a picture per sentence, before scripts
+    bundle = done._repr_mimebundle_()
+    assert bundle["text/html"].startswith('<div class="attnmt-view"')
+    assert bundle["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+    saved = done.save_html(tmp_path / "view.html").read_text(encoding="utf-8")
+    assert saved.startswith("<!doctype html>") and '<meta charset="utf-8">' in saved
+    fig = done.plot(1, level="subword")
+    assert (
+        fig.axes
+        and fig.axes[0].get_title()
+        == done.records[1]["attention"][done.records[1]["default_attention"]]["name"]
+    )
+
+
+def test_the_static_picture_has_the_components_colours():
+    record = {
+        "source_words": ["a", "<b>"],
+        "target_words": ["x"],
+        "attention": [
+            {
+                "name": "m",
+                "word": [[0.25, 0.75]],
+                "subword": [[0.25, 0.75]],
+                "alignment": "1-0",
+                "scale": "weights",
+            }
+        ],
+    }
+    table = static_table(record)
+    assert "rgba(30, 60, 160, 0.500)" in table  # sqrt(0.25), as heatmap.js's gamma
+    assert "rgba(30, 60, 160, 0.866)" in table and "box-shadow" in table  # the link 1-0
+    assert "&lt;b&gt;" in table and "<b>" not in table  # words are text, never HTML
+    assert shade("signed", 0.5, 1.0) == "rgba(190, 30, 45, 0.707)"
+    assert shade("signed", -0.5, 1.0) == "rgba(30, 60, 160, 0.707)"
+    assert shade("row", float("nan"), 1.0) == "rgba(30, 60, 160, 0.000)"
+
+
+def test_data_cannot_close_its_script(tiny_runs):
+    from attnmt.views.html import view_html
+
+    record = {"source": "</script><script>alert(1)</script>", "translation": "x", "attention": []}
+    page = view_html([record])
+    assert page.count("</script>") == 2  # the data's and the code's own, nothing more
+    assert "alert(1)</script>" not in page
+
+
+def test_compare_puts_two_runs_side_by_side(tiny_runs):
+    line = _words(tiny_runs)[:2]
+    a = attnmt.load(tiny_runs["rnn"], device="cpu")
+    b = attnmt.load(tiny_runs["tf"], device="cpu")
+    both = attnmt.compare(a.translate(line), b.translate(line), names=["rnn", "tf"])
+    assert both.titles == ["rnn", "tf", "rnn", "tf"]
+    assert "grid-template-columns" in both.to_html()
+    with pytest.raises(UserError, match="two results or more"):
+        attnmt.compare(a.translate(line))
+
+
+def test_train_and_evaluate_return_objects(tmp_path, monkeypatch):
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    run = attnmt.train(
+        "configs/reverse.yaml",
+        progress=False,
+        data={"synthetic_train_size": 200, "cache_dir": str(tmp_path / "cache")},
+        model={"hidden_size": 16, "embed_size": 8},
+        train={
+            "run_dir": str(tmp_path / "rev"),
+            "max_steps": 6,
+            "validate_every": 6,
+            "checkpoint_every": 6,
+            "log_every": 3,
+            "precision": "fp32",
+        },
+    )
+    assert run.step == 6 and run.run_dir == tmp_path / "rev"
+    assert [e["type"] for e in run.metrics].count("train") == 2
+    assert run.plot().axes[0].get_xlabel() == "step"
+    scores = attnmt.evaluate(run.run_dir, split="dev", beam=2, limit=20, device="cpu")
+    assert 0.0 <= scores.bleu <= 100.0 and len(scores.hypotheses) == 20
+    assert "BLEU by source length" in scores._repr_html_()
+    assert scores.plot().axes[0].get_xlabel() == "source sentence length (words)"
+    model = run.load(device="cpu")
+    assert model.step == 6 and model.config.model.hidden_size == 16
+
+
+def test_import_attnmt_stays_light():
+    code = "import sys, attnmt; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
