@@ -144,7 +144,7 @@ def test_bad_input_gets_one_sentence(tiny_runs, tmp_path):
         model.translate(42)
     with pytest.raises(UserError, match="n_best=3 needs beam >= 3"):
         model.translate("a", n_best=3)
-    with pytest.raises(UserError, match="run directory|checkpoint"):
+    with pytest.raises(UserError, match=r"run directory|checkpoint"):
         attnmt.load(tmp_path)
     with pytest.raises(UserError, match="must be a dict"):
         attnmt.train("configs/reverse.yaml", train=5)

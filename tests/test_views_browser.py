@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.conftest import WORDS
 
 import attnmt
-from tests.conftest import WORDS
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
