@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 FONTS  := fonts-noto-cjk fonts-noto-core
 
-.PHONY: demo test lint setup clean bench fuzz
+.PHONY: demo test lint setup clean bench fuzz notebooks
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,12 @@ bench: $(STAMP)
 # few minutes on 2 cores; FUZZ_ARGS="--examples 50" for a shorter run).
 fuzz: $(STAMP)
 	$(BIN)/python benchmarks/fuzz_api.py $(FUZZ_ARGS)
+
+# The tutorial chapters (notebooks/): each source in notebooks/src/ executed top to bottom at
+# the full budget into notebooks/NN-name.ipynb, the outputs readers see (about 5 minutes a
+# chapter on the 2-core Xeon; NOTEBOOKS="02 06" for some; BUDGET=smoke for a quick check).
+notebooks: $(STAMP)
+	$(BIN)/python notebooks/build.py $(NOTEBOOKS) --budget $(or $(BUDGET),full)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -32,6 +32,11 @@ LAZY_IMPORTS = {
     ("attnmt.inference.translator", "attnmt.explain.methods"),
     # eflomal is optional (it builds from source): its absence is explained when it is used.
     ("attnmt.inference.aligners", "eflomal"),
+    # `import attnmt` stays light (no torch) for the commands and runtimes without it; the
+    # Python API (attnmt.load, train, ...) loads on first use.
+    ("attnmt", "attnmt.api"),
+    # The notebook widget bar, only inside a Jupyter kernel with ipywidgets installed.
+    ("attnmt.progress", "tqdm.notebook"),
 }
 
 

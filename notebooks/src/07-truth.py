@@ -53,7 +53,7 @@ from attnmt.tutorial import Chapter
 chapter = Chapter("07-truth")  # the budget: $ATTNMT_BUDGET, "full" or "smoke"
 RNN_STEPS = chapter.pick(smoke=3, full=900)  # RNNsearch updates
 TRANSFORMER_STEPS = chapter.pick(smoke=3, full=700)  # Transformer updates
-SENTENCES = chapter.pick(smoke=2, full=40)  # test verses with gold links that are measured
+SENTENCES = chapter.pick(smoke=1, full=40)  # test verses with gold links that are measured
 IG_STEPS = chapter.pick(smoke=2, full=8)  # integrated gradients' steps (docs: 32)
 METHODS = ["attention", "attention-norm", "grad-input", "integrated-gradients", "occlusion"]
 chapter.budget
@@ -120,7 +120,7 @@ from attnmt.inference.translator import source_limit
 def measure(model, methods):
     """The report of `attnmt evaluate --explain` on the first SENTENCES gold verses."""
     loaded = model.loaded
-    examples = decoding_split(loaded.cfg.data, "test", loaded.vocab)
+    examples = decoding_split(loaded.cfg.data, "test", loaded.vocab)[:SENTENCES]
     choice = run_attention(loaded)  # the attention that aligns (Transformer: layer, heads)
     limit = source_limit(loaded.cfg.model)
     return explanation_report(loaded, examples, methods, choice, limit,

@@ -23,6 +23,7 @@ switch, no window, nothing left open.
 
 from __future__ import annotations
 
+import io
 import json
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -204,8 +205,6 @@ def heatmap_figure(
 
 def figure_png(fig: Figure, *, dpi: int = 80, labels: Sequence[Sequence[str]] = ()) -> bytes:
     """A figure as PNG bytes, with the tight box `heatmap` saves with."""
-    import io
-
     out = io.BytesIO()
     with _drawing(*(label_set(list(x)) for x in labels)):
         fig.savefig(out, format="png", dpi=dpi, bbox_inches="tight", pad_inches=0.1)

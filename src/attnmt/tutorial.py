@@ -1,6 +1,4 @@
 """What every chapter of `notebooks/` shares: its budget, where its runs go, its clock.
-
-    from attnmt.tutorial import Chapter
     chapter = Chapter("02-bottleneck")    # budget from $ATTNMT_BUDGET: "full" or "smoke"
     steps = chapter.pick(smoke=20, full=3000)
     run = chapter.train("reverse.yaml", "rnnsearch", train={"max_steps": steps})
@@ -16,14 +14,24 @@ shared data cache beside them.
 
 from __future__ import annotations
 
+import html
+import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from attnmt.errors import UserError
+from attnmt.api.model import read_metrics
+from attnmt.api.runs import TrainedRun, train
+from attnmt.checkpoint import resolve_checkpoint
+from attnmt.config import load_config
+from attnmt.config.loading import to_dict
+from attnmt.devices import cpu_flags, cpu_model
+from attnmt.errors import CheckpointError, UserError
+from attnmt.training import TrainResult
 
 BUDGETS = ("smoke", "full")
 ROOT = Path(__file__).resolve().parents[2]  # the repository, for an editable install
@@ -72,9 +80,6 @@ class Chapter:
     def train(self, config: str, run: str, **sections):
         """`attnmt.train(configs/CONFIG)` into this chapter's folder `run`, with the data
         cache shared by every chapter; an identical finished run is loaded, not retrained."""
-        from attnmt.api import train
-        from attnmt.config import load_config
-        from attnmt.config.loading import to_dict
 
         sections = {k: dict(v) for k, v in sections.items()}
         sections.setdefault("train", {})["run_dir"] = str(self.runs / run)
@@ -90,8 +95,6 @@ class Chapter:
         if finished is not None:
             return finished
         if (self.runs / run).exists():  # another config or an unfinished run: start over
-            import shutil
-
             shutil.rmtree(self.runs / run)
         result = train(self.config(config), overrides=pairs)
         self.trained[run] = time.perf_counter() - started
@@ -99,7 +102,6 @@ class Chapter:
 
     def done(self) -> None:
         """A line saying which machine made these outputs and how long the chapter took."""
-        from attnmt.devices import cpu_flags, cpu_model
 
         minutes = (time.perf_counter() - self.started) / 60
         flags = sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
@@ -116,17 +118,11 @@ class Chapter:
 
 
 def _torch_version() -> str:
-    import torch
-
-    return torch.__version__
+    return importlib.metadata.version("torch")
 
 
 def _finished(run_dir: Path, wanted: dict[str, Any]):
     """The `TrainedRun` of `run_dir` if it finished training with the config `wanted`."""
-    from attnmt.api import TrainedRun, _read_metrics
-    from attnmt.checkpoint import resolve_checkpoint
-    from attnmt.errors import CheckpointError
-    from attnmt.training import TrainResult
 
     try:
         state = json.loads((resolve_checkpoint(run_dir) / "state.json").read_text("utf-8"))
@@ -134,7 +130,7 @@ def _finished(run_dir: Path, wanted: dict[str, Any]):
         return None
     if state.get("config") != wanted or state.get("step") != wanted["train"]["max_steps"]:
         return None
-    valid = [e for e in _read_metrics(run_dir) if e.get("type") == "valid"]
+    valid = [e for e in read_metrics(run_dir) if e.get("type") == "valid"]
     best = (
         json.loads((run_dir / "checkpoints" / "best.json").read_text("utf-8"))
         if (run_dir / "checkpoints" / "best.json").is_file()
@@ -163,7 +159,6 @@ class table:  # noqa: N801  (used like a function: `table(rows, columns)`)
         self.rows = [[_cell(v, digits) for v in row] for row in rows]
 
     def _repr_html_(self) -> str:
-        import html
 
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
         body = "".join(

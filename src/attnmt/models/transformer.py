@@ -304,9 +304,7 @@ class Transformer(Seq2Seq):
             x = layer(x, src_mask, weights)
         x = self.encoder_norm(x)
         cross_kv = [layer.cross_attn.precompute_kv(x, x) for layer in self.decoder_layers]
-        return TransformerMemory(
-            encoded=x, mask=src_mask, cross_kv=cross_kv, self_weights=weights
-        )
+        return TransformerMemory(encoded=x, mask=src_mask, cross_kv=cross_kv, self_weights=weights)
 
     def init_state(self, memory: TransformerMemory) -> TransformerState:
         """Empty caches: L × ((B, H, 0, Dh), (B, H, 0, Dh))."""

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from attnmt.plotting import figure_png, heatmap_figure
 from attnmt.views.html import view_html
 
 
@@ -56,8 +57,6 @@ class View:
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
         bundle: dict[str, Any] = {"text/plain": repr(self), "text/html": self.to_html()}
         if settings.png and self.records and self.records[0].get("attention"):
-            from attnmt.plotting import figure_png
-
             record = self.records[0]
             chosen = record["attention"][record.get("default_attention") or 0]
             level = "word" if chosen["word"] else "subword"  # no words: the </s> step
@@ -107,8 +106,6 @@ class View:
 
     def plot(self, index: int = 0, map: int | str | None = None, level: str = "word"):
         """The heatmap of record `index` as a matplotlib figure."""
-        from attnmt.plotting import heatmap_figure
-
         matrix, src, tgt, chosen = self.matrix(index, map, level)
         cols = len(src)
         if matrix.size == 0:

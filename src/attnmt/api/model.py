@@ -1,31 +1,25 @@
-"""attnmt from Python: what the command line does, returning objects that draw themselves.
-
-    import attnmt
-    run = attnmt.train("configs/reverse.yaml", train={"max_steps": 300})  # a TrainedRun
-    model = attnmt.load(run.run_dir)                   # or a checkpoint, or [run, run]
-    model.translate("In the beginning was the Word.")  # shows an explorable heatmap
-    model.translate(lines, beam=5, explain="integrated-gradients")
-    model.score("In the beginning", "Au commencement")
-    model.align(sources, targets)                      # word links from the attention
-    attnmt.evaluate(run.run_dir, split="test", beam=5)  # BLEU, chrF, BLEU by length
-    attnmt.compare(model_a.translate(x), model_b.translate(x), names=["a", "b"])
-
-Each result is what `attnmt.views.results` describes: inline HTML in a notebook, a figure
-with `.plot()`, a standalone page with `.save_html(path)`, plain data in `.records`. The
-numbers are those of the command line: the same `Translator`, search, scoring and
-evaluation code (tests/test_api.py checks `translate` against `attnmt translate
---alignments json`).
-"""
+"""`attnmt.load` and the `Model` it returns: translate, score, align and compare from
+Python, each result drawing itself in a notebook (`attnmt.views.results`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from attnmt.config import IMAGE_MODELS
+from attnmt.devices import pick_device
 from attnmt.errors import UserError
-from attnmt.views.results import Comparison, Table, Translated, Translations
+from attnmt.explain import check_method
+from attnmt.explain.methods import explain as explain_pairs
+from attnmt.inference import Translator
+from attnmt.inference.attention_maps import run_attention
+from attnmt.inference.ensemble import load_ensemble
+from attnmt.inference.scoring import score_pairs
+from attnmt.inference.translator import quantize_model, source_limit
+from attnmt.views.records import sentence_record
+from attnmt.views.results import Comparison, Translated, Translations
 
 
 def _lines(text: str | Sequence[str], what: str) -> tuple[list[str], bool]:
@@ -57,7 +51,7 @@ class Model:
 
     @property
     def metrics(self) -> list[dict[str, Any]]:
-        return _read_metrics(self.run_dir)
+        return read_metrics(self.run_dir)
 
     @property
     def best(self) -> dict[str, Any] | None:
@@ -77,7 +71,6 @@ class Model:
 
     def translator(self, **options):
         """The `attnmt.inference.Translator` under `translate` (options as its own)."""
-        from attnmt.inference import Translator
 
         return Translator(self.loaded, **options)
 
@@ -103,7 +96,6 @@ class Model:
         view, each drawn beside the attention as decoded; `ig_steps` is integrated
         gradients' step count.
         """
-        from attnmt.explain.methods import explain as explain_pairs
 
         lines, single = _lines(text, "text")
         methods = [explain] if isinstance(explain, str) else list(explain or [])
@@ -121,8 +113,6 @@ class Model:
             threshold=threshold,
         )
         for method in methods:
-            from attnmt.explain import check_method
-
             check_method(method, self.loaded.model, translator.choice)
         sentences = translator.translate(lines)
         items = []
@@ -142,7 +132,6 @@ class Model:
         return items[0] if single else Translations(items)
 
     def _record(self, translator, sentence, explanations) -> dict[str, Any]:
-        from attnmt.views.records import sentence_record
 
         result = sentence.translation
         if result is None:
@@ -216,11 +205,6 @@ class Model:
         """How likely the model finds each target given its source (forced decoding): each
         result's `score` (length-normalised as the search does), `log_prob`, the
         `token_log_probs`, and the attention while reading the target (its view)."""
-        from attnmt.config import IMAGE_MODELS
-        from attnmt.inference.attention_maps import run_attention
-        from attnmt.inference.scoring import score_pairs
-        from attnmt.inference.translator import source_limit
-        from attnmt.views.records import sentence_record
 
         if self.config.model.name in IMAGE_MODELS:
             raise UserError("score() reads text pairs; this run's model reads images")
@@ -306,9 +290,6 @@ def load(
     a list of runs decoded as an ensemble (`ensemble_mode`: log-linear or linear).
     `device` is "auto" (a GPU where there is one), "cpu", "cuda", ...; `quantize="int8"`
     decodes with PyTorch's dynamic int8 on the CPU."""
-    from attnmt.devices import pick_device
-    from attnmt.inference.ensemble import load_ensemble
-    from attnmt.inference.translator import quantize_model
 
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if not paths:
@@ -344,178 +325,7 @@ def compare(*results: Translated | Translations, names: Sequence[str] | None = N
 # --- training and evaluating ---------------------------------------------------------------
 
 
-class TrainedRun(Table):
-    """What `attnmt.train` returns: the run directory, where and why it stopped, its best
-    validation, and its log (`metrics`); `.load()` the model, `.plot()` the loss curve."""
-
-    def __init__(self, result) -> None:
-        self.result = result
-        self.run_dir = Path(result.run_dir)
-        self.data = {
-            "run_dir": str(self.run_dir),
-            "step": result.step,
-            "seconds": round(result.elapsed, 1),
-            "stopped_because": result.stopped_because,
-            "best": result.best,
-            "last_validation": result.last_validation,
-        }
-
-    step = property(lambda self: self.result.step)
-    best = property(lambda self: self.result.best)
-
-    @property
-    def metrics(self) -> list[dict[str, Any]]:
-        return _read_metrics(self.run_dir)
-
-    def load(self, **options) -> Model:
-        return load(self.run_dir, **options)
-
-    def plot(self):
-        """Training loss (and dev loss where validated) against the step."""
-        from matplotlib.figure import Figure
-
-        events = self.metrics
-        train = [(e["step"], e["loss"]) for e in events if e.get("type") == "train"]
-        dev = [(e["step"], e["loss"]) for e in events if e.get("type") == "valid"]
-        fig = Figure(figsize=(6, 3.5), layout="constrained")
-        ax = fig.add_subplot()
-        if train:
-            ax.plot(*zip(*train, strict=True), label="training loss")
-        if dev:
-            ax.plot(*zip(*dev, strict=True), marker="o", label="dev loss")
-        ax.set_xlabel("step")
-        ax.set_ylabel("loss (nats per token)")
-        ax.grid(alpha=0.3)
-        if train or dev:
-            ax.legend()
-        ax.set_title(self.run_dir.name)
-        return fig
-
-
-def train(
-    config: str | Path | Any = None,
-    *,
-    resume: bool = False,
-    progress: bool = True,
-    overrides: Sequence[str] = (),
-    **sections: Mapping[str, Any],
-) -> TrainedRun:
-    """Train a run as `attnmt train` does and return it (`TrainedRun`).
-
-    `config`: a YAML file, an `attnmt.config.Config`, or None (the defaults).
-    Overrides as keyword sections, `train={"max_steps": 300}, model={"attention": "dot"}`,
-    and/or `overrides=["train.max_steps=300"]` as `--set` takes them. A progress bar shows
-    in a terminal and in a notebook.
-    """
-    from attnmt.config import Config, load_config
-    from attnmt.training import train as train_run
-
-    pairs = list(overrides)
-    for section, values in sections.items():
-        if not isinstance(values, Mapping):
-            raise UserError(
-                f"{section}= must be a dict of that section's keys, e.g. "
-                f"{section}={{'key': value}}; got {values!r}"
-            )
-        for key, value in values.items():
-            pairs.append(f"{section}.{key}={json.dumps(value)}")
-    if isinstance(config, Config):
-        cfg = _apply(config, pairs) if pairs else config
-    else:
-        cfg = load_config(config, pairs)
-    return TrainedRun(train_run(cfg, resume=resume, progress=progress))
-
-
-def _apply(cfg, pairs: Sequence[str]):
-    """`pairs` (KEY=VALUE) applied to a Config, through a temporary YAML file."""
-    import tempfile
-    from dataclasses import asdict
-
-    import yaml
-
-    from attnmt.config import load_config
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "config.yaml"
-        path.write_text(yaml.safe_dump(asdict(cfg)), encoding="utf-8")
-        return load_config(path, list(pairs))
-
-
-class Evaluation(Table):
-    """What `attnmt.evaluate` returns: BLEU, chrF, BLEU by source length, speed
-    (`data`, as `attnmt evaluate` writes it) and the `hypotheses`; `.plot()` draws BLEU
-    by length (Bahdanau et al.'s Figure 2)."""
-
-    def __init__(self, result: dict[str, Any], hypotheses: list[str], name: str) -> None:
-        self.data = result
-        self.hypotheses = hypotheses
-        self.name = name
-
-    bleu = property(lambda self: self.data["bleu"])
-    chrf = property(lambda self: self.data["chrf"])
-
-    def _repr_html_(self) -> str:
-        keep = ("run", "split", "step", "beam", "bleu", "chrf", "bleu_tokenizer")
-        shown = {k: self.data[k] for k in keep if k in self.data}
-        shown["sentences/s"] = self.data.get("speed", {}).get("sentences_per_s")
-        rows = "".join(
-            f"<tr><td>{row['label']}</td><td>{row.get('sentences', '')}</td>"
-            f"<td>{row['bleu']:.2f}</td></tr>"
-            for row in self.data.get("bleu_by_length", [])
-        )
-        table = Table()
-        table.data = shown
-        by_length = (
-            "<p style='margin:0.5em 0 0.2em'>BLEU by source length (words)</p>"
-            f"<table><tr><th>length</th><th>sentences</th><th>BLEU</th></tr>{rows}</table>"
-        )
-        return table._repr_html_() + by_length
-
-    def plot(self, *others: Evaluation):
-        """BLEU against source length, this run and any `others` (one line each)."""
-        from attnmt.plotting import length_curves_figure
-
-        curves = {e.name: e.data["bleu_by_length"] for e in (self, *others)}
-        return length_curves_figure(curves, title="BLEU by source length")
-
-
-def evaluate(
-    run: str | Path | Model,
-    *,
-    split: str = "test",
-    beam: int = 5,
-    alpha: float = 0.6,
-    limit: int | None = None,
-    max_len_ratio: float = 2.0,
-    device: str = "auto",
-) -> Evaluation:
-    """Decode a split of the run's corpus and score it, as `attnmt evaluate` does (no
-    files written): BLEU and chrF with sacrebleu, BLEU by source length, speed."""
-    from attnmt.data.preparation import decoding_split
-    from attnmt.inference import evaluate_examples
-    from attnmt.inference.translator import source_limit
-
-    model = run if isinstance(run, Model) else load(run, device=device)
-    loaded = model.loaded
-    if limit is not None and limit < 1:
-        raise UserError(f"limit must be at least 1, got {limit}")
-    examples = decoding_split(loaded.cfg.data, split, loaded.vocab)[:limit]
-    if not examples:
-        raise UserError(f"the {split} split of data.corpus '{loaded.cfg.data.corpus}' is empty")
-    result, hypotheses = evaluate_examples(
-        loaded,
-        examples,
-        split=split,
-        limit=source_limit(loaded.cfg.model),
-        sentences=limit,
-        beam=beam,
-        alpha=alpha,
-        max_len_ratio=max_len_ratio,
-    )
-    return Evaluation(result, hypotheses, model.name)
-
-
-def _read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / "metrics.jsonl"
     events = []
     try:

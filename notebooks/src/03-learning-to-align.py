@@ -1,0 +1,308 @@
+# %% [markdown]
+# # 3. Learning to align
+#
+# Bahdanau, Cho & Bengio (2014) let the decoder choose where to read. Before writing target
+# word *i* it scores every source annotation h_j against its previous state s_{i−1} with a
+# small network, e_ij = vᵀ tanh(W s_{i−1} + U h_j), and normalises the scores with a
+# softmax, α_ij = exp(e_ij) / Σ_k exp(e_ik). Nobody tells the model which words correspond:
+# α is trained only through the translation loss. Yet their Figure 3 shows that α looks
+# like a word alignment, and that it crosses where French order differs from English
+# (*European Economic Area* → *zone économique européenne*).
+#
+# This chapter trains that model (RNNsearch) live on English → French Bible verses, draws
+# α for real sentences, looks for the crossing of an adjective–noun pair, and then scores
+# attention as an aligner: its alignment error rate (AER) against human gold links on
+# Greek → English, next to a plain diagonal and a statistical word aligner (eflomal).
+# The models train for a few minutes on a CPU; the paper trained for days on a GPU, so the
+# question at every step is what has already appeared at this budget and what has not.
+
+# %%
+from attnmt.tutorial import Chapter
+
+chapter = Chapter("03-learning-to-align")  # the budget: $ATTNMT_BUDGET, "full" or "smoke"
+FR_STEPS = chapter.pick(smoke=3, full=500)  # English -> French RNNsearch updates
+GRC_STEPS = chapter.pick(smoke=3, full=300)  # Greek -> English RNNsearch updates
+AER_VERSES = chapter.pick(smoke=20, full=None)  # gold-linked test verses scored (None: all 877)
+EFLOMAL_LENGTH = chapter.pick(smoke=0.02, full=0.3)  # eflomal's sampling, relative to its default
+VALID = chapter.pick(smoke=2, full=50)  # dev verses decoded once, after the last update
+# smoke only: a tiny subword model, so that preparing the corpora takes seconds
+SMOKE_DATA = chapter.pick(smoke={"vocab_size": 300, "subword_sample": 2000}, full={})
+chapter.budget
+
+# %% [markdown]
+# ## English → French
+#
+# `configs/quickstart.yaml` is the paper's model at a small size: a bidirectional GRU
+# encoder (256 units), a GRU decoder with Bahdanau's additive attention over every source
+# position, a joint vocabulary of 4,000 subwords, verses of at most 30 words from the World
+# English Bible → Louis Segond 1910 (John held out for testing, Romans for validation).
+# As shipped it trains 1,600 updates (about 7 minutes on our Intel Xeon, 17 on the AMD
+# EPYC). Here it gets `FR_STEPS` updates, validated once at the end.
+
+# %%
+fr_run = chapter.train(
+    "quickstart.yaml",
+    "rnnsearch-en-fr",
+    train={"max_steps": FR_STEPS, "validate_every": FR_STEPS, "valid_sentences": VALID},
+    data=SMOKE_DATA,
+)
+fr = fr_run.load(device="cpu")
+fr_run.plot()
+
+# %% [markdown]
+# The training loss is still falling steeply when it stops: this model is far from
+# trained. docs/results.md reports dev BLEU 10.2 for the full 1,600 steps and 18 after 20
+# minutes of the larger `rnnsearch.yaml`. Its dev BLEU after `FR_STEPS`:
+
+# %%
+fr.best
+
+# %% [markdown]
+# ## The attention while reading a reference
+#
+# To see what the model has learned about correspondences, independent of how well it
+# writes, let it read a human translation word by word (forced decoding) and record α at
+# each step: `model.score(source, reference)`. The heatmap has one row per French word,
+# one column per English word; subword weights are merged to words (a source word gets
+# the sum of its pieces, a target word the mean of its pieces' rows), as the AER below
+# reads them.
+#
+# John 6:47 (test set, never trained on) has an adjective–noun pair that French reverses:
+# *eternal life* → *la vie éternelle*.
+
+# %%
+from attnmt.data.preparation import decoding_split
+
+test_fr = {ex.id: ex for ex in decoding_split(fr.config.data, "test", fr.vocab)}
+verse = test_fr["John 6:47"]
+forced = fr.score(verse.src, verse.tgt)
+forced
+
+# %% [markdown]
+# A heatmap is easy to over-read, so here are its rows as numbers: for each French word,
+# the English word it attends to most and the weight it gives it.
+
+# %%
+import numpy as np
+
+
+def strongest(result):
+    """Each target word, the position of the source word it attends to most, its weight."""
+    record = result.record
+    words = np.array(record["attention"][record["default_attention"]]["word"])
+    return [
+        (t, int(row.argmax()), float(row.max()))
+        for t, row in zip(record["target_words"], words, strict=True)
+    ]
+
+
+english = forced.record["source_words"]
+rows = strongest(forced)
+for french_word, j, weight in rows:
+    print(f"{french_word:>12} -> {english[j]:<12} {weight:.2f}")
+
+# %% [markdown]
+# Does it cross? Reordering shows when *vie* looks at *life* and *éternelle* at *eternal*:
+# the French order is the reverse of the English one. The cell checks that, and also how
+# many French words look at the English word at their own relative position (a diagonal
+# reader would get all of them).
+
+
+# %%
+def bare(word):
+    return word.strip(".,;:!?").lower()
+
+
+looks_at = {bare(t): bare(english[j]) for t, j, _ in rows}
+crosses = looks_at.get("vie") == "life" and looks_at.get("éternelle") == "eternal"
+S, T = len(english), len(rows)
+on_diagonal = sum(j == (2 * i + 1) * S // (2 * T) for i, (_, j, _) in enumerate(rows))
+print(
+    f"vie -> {looks_at.get('vie')}, éternelle -> {looks_at.get('éternelle')}: "
+    f"{'crosses' if crosses else 'does not cross yet'}"
+)
+print(f"{on_diagonal} of {T} French words look at the diagonal's English word")
+
+# %% [markdown]
+# At 20 minutes of training (docs/results.md, "Soft alignment learns reordering") the same
+# kind of model crosses: *vie* → *life* (0.50), then *éternelle* → *eternal* (0.76), with
+# *croit* → *believe* and *en* → *in* sharp, while the opening *En vérité, en vérité, je
+# vous le dis* is still spread over *I tell you*. Compare that with the rows above: a model
+# this young typically has learned where the sentence is (a soft band near the diagonal)
+# before it has learned which word is which; whatever the cell printed is what it has got
+# after `FR_STEPS` updates.
+#
+# ## The attention while translating
+#
+# `model.translate` shows α over the model's own output (beam search). With a weak model
+# the translation is poor, and the heatmap then says where it looked while writing it.
+
+# %%
+fr.translate(verse.src, beam=5)
+
+# %% [markdown]
+# A few more test verses, as in Figure 3 of the paper, read against their references.
+# Short ones first: that is where a young model's attention is sharpest.
+
+# %%
+short = sorted(test_fr.values(), key=lambda ex: len(ex.src.split()))[10:13]
+fr.score([ex.src for ex in short], [ex.tgt for ex in short])
+
+# %% [markdown]
+# ## Alignment error rate against human links
+#
+# Figure 3 is a picture; to measure how alignment-like attention is we need gold word
+# alignments. The built-in `alignments` corpus has them: the Greek New Testament (SBLGNT)
+# → English (BSB) with hand-made links, 20,348 of them on the 877 verses of John. Each
+# English word is linked to the Greek word it attends to most while reading the reference
+# (A, the links found) and compared with the gold links (S sure, P possible; here all gold
+# links are sure) by Och & Ney's (2003) alignment error rate:
+#
+# AER = 1 − (|A ∩ S| + |A ∩ P|) / (|A| + |S|), lower is better.
+#
+# The baseline needs no model: the **diagonal** links English word j of T to Greek word
+# ⌊(2j + 1)·S / 2T⌋ of S. Greek → English RNNsearch, `configs/align-grc-en.yaml` (2,500
+# updates as shipped), trained here for `GRC_STEPS`:
+
+# %%
+grc_run = chapter.train(
+    "align-grc-en.yaml",
+    "rnnsearch-grc-en",
+    train={"max_steps": GRC_STEPS, "validate_every": GRC_STEPS, "valid_sentences": VALID},
+    data=SMOKE_DATA,
+)
+grc = grc_run.load(device="cpu")
+grc_run.plot()
+
+# %% [markdown]
+# `attnmt evaluate RUN` prints the AER for this corpus; `attnmt.evaluate` (the Python
+# call) returns BLEU and chrF only, so the AER comes from the function the command uses,
+# `attnmt.inference.alignment_report`, on John's verses.
+
+# %%
+from attnmt.inference import alignment_report
+from attnmt.inference.attention_maps import run_attention
+from attnmt.inference.translator import source_limit
+
+test_grc = decoding_split(grc.config.data, "test", grc.vocab)[:AER_VERSES]
+report, _ = alignment_report(
+    grc.loaded, test_grc, run_attention(grc.loaded), source_limit(grc.config.model)
+)
+attention_aer = {
+    "RNNsearch attention": report,
+    "diagonal": report["diagonal"],
+}
+for name, s in attention_aer.items():
+    print(
+        f"{name:<22} AER {100 * s['aer']:5.1f}%  precision {100 * s['precision']:5.1f}%"
+        f"  recall {100 * s['recall']:5.1f}%  ({s['sentences']} verses)"
+    )
+
+# %% [markdown]
+# docs/results.md ("Alignment error rate on the Greek→English gold links") measured this
+# model after 15 minutes (2,633 updates): AER 73.9% against the diagonal's 74.9%, one point
+# better; an earlier run was at 85.8% after 750 updates, behind the diagonal. So a few
+# hundred updates are expected to leave the attention no better than the diagonal: the
+# model has not yet learned to translate Greek (its loss curve above), and its attention
+# has at most learned to move along the verse.
+#
+# Which decoder step should a word be read from? The report also scores the links read
+# one step earlier or later (offset k: word t read from step t + k). A model that attends
+# before it knows which word it will write would align best at k ≠ 0.
+
+# %%
+{row["offset"]: f"{100 * row['aer']:.1f}%" for row in report["by_offset"]}
+
+# %% [markdown]
+# ## A statistical aligner: eflomal
+#
+# eflomal (Östling & Tiedemann 2016) is an unsupervised word aligner in the tradition of
+# the IBM models: it samples the alignments of IBM model 1, an HMM and an HMM with
+# fertility from the parallel text alone. `attnmt align` runs it on every verse of the
+# corpus at once, as such aligners are used (it sees the test verses' text, never their
+# links; the translation model never sees the test book). Is it installed here?
+
+# %%
+import importlib.util
+
+has_eflomal = importlib.util.find_spec("eflomal") is not None
+has_eflomal
+
+# %% [markdown]
+# It aligns in both directions (forward: each English word → at most one Greek word;
+# reverse: the other way round), and the two are made one by the heuristics of
+# phrase-based MT (Och & Ney 2003; Koehn et al. 2003): the intersection (precise), the
+# union (recall) and grow-diag-final-and between them. This is the Python side of
+# `attnmt align --length EFLOMAL_LENGTH` (fewer sampling iterations than its default).
+
+# %%
+from attnmt.data.alignments import load_gold, split_by_book
+from attnmt.inference.alignment import alignment_scores, symmetrize
+
+if has_eflomal:
+    from attnmt.inference.aligners import eflomal_links
+
+    verses = load_gold().verses
+    if chapter.budget == "smoke":  # two books, not 27
+        verses = [v for v in verses if v.ref.split()[0] in ("John", "Romans")]
+    john = split_by_book(verses, test_books=["John"], dev_books=["Romans"])["test"]
+    index = {v.ref: n for n, v in enumerate(verses)}
+    forward, reverse = eflomal_links(
+        [v.src for v in verses], [v.tgt for v in verses], length=EFLOMAL_LENGTH
+    )
+    eflomal = {"forward": forward, "reverse": reverse}
+    for method in ("intersection", "union", "grow-diag-final-and"):
+        eflomal[method] = [symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)]
+    gold = [v.links for v in john]
+    for name, links in eflomal.items():
+        s = alignment_scores([links[index[v.ref]] for v in john], gold)
+        attention_aer[f"eflomal {name}"] = s
+        print(
+            f"eflomal {name:<20} AER {100 * s['aer']:5.1f}%  precision "
+            f"{100 * s['precision']:5.1f}%  recall {100 * s['recall']:5.1f}%"
+        )
+else:
+    print("eflomal is not installed (make setup builds it): no statistical aligner to compare")
+
+# %% [markdown]
+# ## All together
+#
+# The AER of every alignment of John's verses computed in this notebook, next to what
+# docs/results.md measured at larger budgets (test AER; the attention after 15 and 48
+# minutes of training, eflomal at its default length):
+
+# %%
+published = {
+    "RNNsearch attention": "73.9% (15 min), 73.7% (2,500 steps)",
+    "diagonal": "74.9%",
+    "eflomal forward": "31.8%",
+    "eflomal reverse": "30.9%",
+    "eflomal intersection": "33.9%",
+    "eflomal union": "29.1%",
+    "eflomal grow-diag-final-and": "29.8%",
+}
+print(f"{'alignment of John':<29}{'AER here':>9}{'precision':>10}{'recall':>8}   docs/results.md")
+for name, s in attention_aer.items():
+    print(
+        f"{name:<29}{100 * s['aer']:>8.1f}%{100 * s['precision']:>9.1f}%"
+        f"{100 * s['recall']:>7.1f}%   {published.get(name, '')}"
+    )
+
+# %% [markdown]
+# What this reproduces and what it does not, at this budget:
+#
+# - **Attention draws an alignment-like picture** (Bahdanau et al. 2014, Fig. 3): the
+#   heatmaps above show how far `FR_STEPS` updates get; the crossing of *eternal life* →
+#   *la vie éternelle* is reported by the check cell, and docs/results.md shows it after
+#   20 minutes of training.
+# - **Attention as an aligner**: the paper shows pictures, not AER. Measured against human
+#   links, attention at this budget is no better than the diagonal (the table), and even
+#   after 15–48 minutes it was only about one point better (73.7–73.9% against 74.9%).
+#   eflomal, a statistical aligner that needs no translation model, is far ahead of both
+#   (the table; about 30% in docs/results.md). Attention that aligns as well as a real
+#   aligner is not at this scale, nor at the 48-minute scale of docs/results.md; guiding
+#   it with an aligner's links (Garg et al. 2019, `train.guided_alignment`,
+#   docs/alignment.md) is the way the literature closes part of that gap.
+
+# %%
+chapter.done()

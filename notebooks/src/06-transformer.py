@@ -1,0 +1,168 @@
+# %% [markdown]
+# # 6. Self-attention and the Transformer
+#
+# The Transformer (Vaswani et al. 2017) keeps attention and drops the recurrence. Every
+# position of a sentence attends to every other (*self-attention*); the decoder's
+# self-attention is *causal* (a position sees only those before it); the decoder reads the
+# source through *cross-attention*; and each attention is split into several *heads* that
+# look for different things. This chapter computes one multi-head self-attention by hand,
+# then trains a small Transformer and looks at what its layers and heads attend to.
+
+# %%
+import numpy as np
+import torch
+
+import attnmt
+from attnmt.attention import MultiHeadAttention, functional
+from attnmt.tutorial import Chapter, table
+from attnmt.views.results import Translated
+
+chapter = Chapter("06-transformer")
+STEPS = chapter.pick(smoke=4, full=1200)  # updates of the small Transformer
+TRAIN = chapter.pick(smoke=300, full=20000)  # training sequences of the reverse task
+TEST = chapter.pick(smoke=30, full=500)  # test sequences decoded for the scores
+np.set_printoptions(precision=3, suppress=True)
+torch.manual_seed(0)
+chapter.budget, STEPS
+
+# %% [markdown]
+# ## Queries, keys and values from one sentence
+#
+# Self-attention projects each position's vector $x_i$ three ways: a query $q_i = x_i
+# W^Q$, a key $k_i = x_i W^K$, a value $v_i = x_i W^V$. Head $h$ uses its own slice of
+# the width, $d_h = d / H$, and scores every pair by the scaled dot product
+# (eq. 1):
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_h}}\right) V,
+# \qquad \mathrm{MultiHead}(X) = [\mathrm{head}_1; \dots; \mathrm{head}_H]\, W^O$$
+#
+# Five positions of width $d = 8$, two heads of width 4, computed with numpy from the
+# weights of `attnmt.attention.MultiHeadAttention`, the module the Transformer is built of:
+
+# %%
+D, HEADS = 8, 2
+mha = MultiHeadAttention(D, HEADS).eval()
+X = torch.randn(1, 5, D)  # (batch, positions, width)
+p = {k: v.detach().numpy() for k, v in mha.named_parameters()}
+x = X[0].numpy()
+
+
+def heads_by_hand(x, causal=False):
+    Q = x @ p["q_proj.weight"].T + p["q_proj.bias"]
+    K = x @ p["k_proj.weight"].T + p["k_proj.bias"]
+    V = x @ p["v_proj.weight"].T + p["v_proj.bias"]
+    dh = D // HEADS
+    weights, outputs = [], []
+    for h in range(HEADS):
+        part = slice(h * dh, (h + 1) * dh)
+        scores = Q[:, part] @ K[:, part].T / np.sqrt(dh)  # (T, S)
+        if causal:  # position t may not see s > t
+            scores = np.where(np.tri(len(x), dtype=bool), scores, -np.inf)
+        w = np.exp(scores - scores.max(axis=1, keepdims=True))
+        w /= w.sum(axis=1, keepdims=True)
+        weights.append(w)
+        outputs.append(w @ V[:, part])
+    out = np.concatenate(outputs, axis=1) @ p["out_proj.weight"].T + p["out_proj.bias"]
+    return np.stack(weights), out
+
+
+ours_w, ours_out = heads_by_hand(x)
+theirs = mha(X, X, X, need_weights=True)  # weights (1, H, T, S), context (1, T, D)
+assert np.allclose(ours_w, theirs.weights[0].detach().numpy(), atol=1e-5)
+assert np.allclose(ours_out, theirs.context[0].detach().numpy(), atol=1e-5)
+ours_w  # head 1, then head 2: row t is where position t looks
+
+# %% [markdown]
+# The two heads, from the same five vectors, spread their weight differently: each has its
+# own $W^Q$ and $W^K$ slice. Trained, heads specialise (Voita et al. 2019 found
+# positional heads, syntactic heads and rare-word heads, and that most can be pruned).
+#
+# ## The causal mask
+#
+# The decoder writes left to right, so in training (where the whole target is fed at
+# once) position $t$ must not see positions after it. `functional.causal_mask` is `True`
+# where a position may be attended — the lower triangle:
+
+# %%
+mask = functional.causal_mask(5)
+causal_w, _ = heads_by_hand(x, causal=True)
+theirs = mha(X, X, X, need_weights=True, causal=True)
+assert np.allclose(causal_w, theirs.weights[0].detach().numpy(), atol=1e-5)
+mask.int().numpy(), causal_w[0]
+
+# %% [markdown]
+# Row 0 has all its weight on position 0; every row sums to one over what it may see.
+#
+# ## A small Transformer, trained
+#
+# Two encoder and two decoder layers of width 64 with two heads each (Vaswani's base model
+# has 6 layers of width 512 with 8 heads), on the reverse task of chapter 2:
+# `configs/reverse.yaml` with `model.name: transformer`.
+
+# %%
+run = chapter.train(
+    "reverse.yaml", "transformer",
+    data={"synthetic_train_size": TRAIN},
+    model={"name": "transformer", "hidden_size": 64, "layers": 2, "heads": 2,
+           "ff_size": 128, "dropout": 0.0},
+    train={"max_steps": STEPS, "lr": 0.001, "schedule": "constant", "validate_every": STEPS,
+           "checkpoint_every": STEPS, "valid_sentences": chapter.pick(smoke=10, full=300),
+           "log_every": max(1, STEPS // 10), "precision": "fp32"},
+)
+run.plot()
+
+# %%
+model = attnmt.load(run.run_dir, device="cpu")
+scores = attnmt.evaluate(model, split="test", beam=1, limit=TEST)
+table([("Transformer", scores.bleu, scores.data["exact"], scores.data["parameters"])],
+      ["model", "test BLEU", "exact %", "parameters"], digits=1)
+
+# %% [markdown]
+# ## Cross-attention, per layer and head
+#
+# The view offers each decoder layer's cross-attention as the mean of its heads, then each
+# head: choose one in "Attention map". A reversing model needs, at output step $i$, the
+# source symbol $S - i$: look for the anti-diagonal, and for which layer and head draws it.
+
+# %%
+sentence = scores.sources[0]
+model.translate(sentence)
+
+# %% [markdown]
+# The default map (the mean of the second-to-last layer's heads, where alignments are
+# usually clearest: Garg et al. 2019) is what `attnmt` uses for word alignments. Each
+# head's map can be chosen here, or from Python with `translate(..., layer=, head=)`.
+#
+# ## The encoder's self-attention
+#
+# The encoder's layers attend within the source. Its weights come from the model's
+# `encode(..., need_weights=True)`; here they are drawn with the same view (rows and
+# columns are both source positions):
+
+# %%
+from attnmt.data.batching import pad_batch  # noqa: E402
+from attnmt.inference.attention_maps import labels  # noqa: E402
+
+ids = model.vocab.src.encode(sentence)
+src, src_mask = pad_batch([[*ids, 3]], torch.device("cpu"))  # 3 = </s>
+with torch.no_grad():
+    memory = model.module.encode(src, src_mask, need_weights=True)
+pieces = labels(model.vocab.src, ids)
+maps = []
+for layer, weights in enumerate(memory.self_weights, start=1):  # (1, H, S, S) per layer
+    for head in range(weights.shape[1]):
+        w = weights[0, head].numpy().round(4).tolist()
+        maps.append({"name": f"encoder layer {layer}, head {head + 1}", "method": "attention",
+                     "scale": "weights", "word": w, "subword": w, "alignment": ""})
+Translated({"source": sentence, "translation": "(encoder self-attention)",
+            "source_words": pieces, "target_words": pieces, "source_pieces": pieces,
+            "target_pieces": pieces, "attention": maps, "default_attention": 0})
+
+# %% [markdown]
+# Self-attention has no order of its own: the Transformer adds position encodings to the
+# embeddings, and some heads learn to attend by position (a neighbour, the sentence end)
+# rather than by content. On this task, where what matters is the position, look for
+# heads with a diagonal or an off-diagonal band.
+
+# %%
+chapter.done()

@@ -1,0 +1,209 @@
+"""`attnmt.train` and `attnmt.evaluate` from Python: the run and the scores as objects
+(`TrainedRun`, `Evaluation`) that show themselves in a notebook and plot their curves."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+from matplotlib.figure import Figure
+
+from attnmt.api.model import Model, load, read_metrics
+from attnmt.config import Config, load_config
+from attnmt.data.preparation import decoding_split
+from attnmt.errors import UserError
+from attnmt.inference import evaluate_examples
+from attnmt.inference.translator import source_limit
+from attnmt.metrics import bleu_by_length
+from attnmt.plotting import length_curves_figure
+from attnmt.training import train as train_run
+from attnmt.views.results import Table
+
+
+class TrainedRun(Table):
+    """What `attnmt.train` returns: the run directory, where and why it stopped, its best
+    validation, and its log (`metrics`); `.load()` the model, `.plot()` the loss curve."""
+
+    def __init__(self, result) -> None:
+        self.result = result
+        self.run_dir = Path(result.run_dir)
+        self.data = {
+            "run_dir": str(self.run_dir),
+            "step": result.step,
+            "seconds": round(result.elapsed, 1),
+            "stopped_because": result.stopped_because,
+            "best": result.best,
+            "last_validation": result.last_validation,
+        }
+
+    step = property(lambda self: self.result.step)
+    best = property(lambda self: self.result.best)
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        return read_metrics(self.run_dir)
+
+    def load(self, **options) -> Model:
+        return load(self.run_dir, **options)
+
+    def plot(self):
+        """Training loss (and dev loss where validated) against the step."""
+
+        events = self.metrics
+        train = [(e["step"], e["loss"]) for e in events if e.get("type") == "train"]
+        dev = [(e["step"], e["loss"]) for e in events if e.get("type") == "valid"]
+        fig = Figure(figsize=(6, 3.5), layout="constrained")
+        ax = fig.add_subplot()
+        if train:
+            ax.plot(*zip(*train, strict=True), label="training loss")
+        if dev:
+            ax.plot(*zip(*dev, strict=True), marker="o", label="dev loss")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss (nats per token)")
+        ax.grid(alpha=0.3)
+        if train or dev:
+            ax.legend()
+        ax.set_title(self.run_dir.name)
+        return fig
+
+
+def train(
+    config: str | Path | Any = None,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    overrides: Sequence[str] = (),
+    **sections: Mapping[str, Any],
+) -> TrainedRun:
+    """Train a run as `attnmt train` does and return it (`TrainedRun`).
+
+    `config`: a YAML file, an `attnmt.config.Config`, or None (the defaults).
+    Overrides as keyword sections, `train={"max_steps": 300}, model={"attention": "dot"}`,
+    and/or `overrides=["train.max_steps=300"]` as `--set` takes them. A progress bar shows
+    in a terminal and in a notebook.
+    """
+
+    pairs = list(overrides)
+    for section, values in sections.items():
+        if not isinstance(values, Mapping):
+            raise UserError(
+                f"{section}= must be a dict of that section's keys, e.g. "
+                f"{section}={{'key': value}}; got {values!r}"
+            )
+        for key, value in values.items():
+            pairs.append(f"{section}.{key}={json.dumps(value)}")
+    if isinstance(config, Config):
+        cfg = _apply(config, pairs) if pairs else config
+    else:
+        cfg = load_config(config, pairs)
+    return TrainedRun(train_run(cfg, resume=resume, progress=progress))
+
+
+def _apply(cfg, pairs: Sequence[str]):
+    """`pairs` (KEY=VALUE) applied to a Config, through a temporary YAML file."""
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.yaml"
+        path.write_text(yaml.safe_dump(asdict(cfg)), encoding="utf-8")
+        return load_config(path, list(pairs))
+
+
+class Evaluation(Table):
+    """What `attnmt.evaluate` returns: BLEU, chrF, BLEU by source length, speed
+    (`data`, as `attnmt evaluate` writes it) and the `hypotheses`; `.plot()` draws BLEU
+    by length (Bahdanau et al.'s Figure 2)."""
+
+    def __init__(
+        self,
+        result: dict[str, Any],
+        hypotheses: list[str],
+        name: str,
+        sources: list[str] | None = None,
+        references: list[list[str]] | None = None,
+    ) -> None:
+        self.data = result
+        self.hypotheses = hypotheses
+        self.name = name
+        self.sources = sources or []
+        self.references = references or []  # per sentence: the reference, then any others
+
+    def by_length(self, width: int = 10) -> list[dict[str, Any]]:
+        """BLEU and chrF by source length in buckets of `width` words (`data`'s own
+        `bleu_by_length` is `width=10`)."""
+
+        if width == 10 or not self.sources:
+            return self.data["bleu_by_length"]
+        return bleu_by_length(
+            self.sources,
+            self.hypotheses,
+            self.references,
+            width=width,
+            tokenize=self.data.get("bleu_tokenizer", "13a"),
+        )
+
+    bleu = property(lambda self: self.data["bleu"])
+    chrf = property(lambda self: self.data["chrf"])
+
+    def _repr_html_(self) -> str:
+        keep = ("run", "split", "step", "beam", "bleu", "chrf", "bleu_tokenizer")
+        shown = {k: self.data[k] for k in keep if k in self.data}
+        shown["sentences/s"] = self.data.get("speed", {}).get("sentences_per_s")
+        rows = "".join(
+            f"<tr><td>{row['label']}</td><td>{row.get('sentences', '')}</td>"
+            f"<td>{row['bleu']:.2f}</td></tr>"
+            for row in self.data.get("bleu_by_length", [])
+        )
+        table = Table()
+        table.data = shown
+        by_length = (
+            "<p style='margin:0.5em 0 0.2em'>BLEU by source length (words)</p>"
+            f"<table><tr><th>length</th><th>sentences</th><th>BLEU</th></tr>{rows}</table>"
+        )
+        return table._repr_html_() + by_length
+
+    def plot(self, *others: Evaluation, width: int = 10, metric: str = "bleu"):
+        """BLEU (or chrF) against source length, this run and any `others` (one line
+        each), in buckets of `width` words."""
+
+        curves = {e.name: e.by_length(width) for e in (self, *others)}
+        title = f"{'BLEU' if metric == 'bleu' else 'chrF'} by source length"
+        return length_curves_figure(curves, metric=metric, title=title)
+
+
+def evaluate(
+    run: str | Path | Model,
+    *,
+    split: str = "test",
+    beam: int = 5,
+    alpha: float = 0.6,
+    limit: int | None = None,
+    max_len_ratio: float = 2.0,
+    device: str = "auto",
+) -> Evaluation:
+    """Decode a split of the run's corpus and score it, as `attnmt evaluate` does (no
+    files written): BLEU and chrF with sacrebleu, BLEU by source length, speed."""
+
+    model = run if isinstance(run, Model) else load(run, device=device)
+    loaded = model.loaded
+    if limit is not None and limit < 1:
+        raise UserError(f"limit must be at least 1, got {limit}")
+    examples = decoding_split(loaded.cfg.data, split, loaded.vocab)[:limit]
+    if not examples:
+        raise UserError(f"the {split} split of data.corpus '{loaded.cfg.data.corpus}' is empty")
+    result, hypotheses = evaluate_examples(
+        loaded,
+        examples,
+        split=split,
+        limit=source_limit(loaded.cfg.model),
+        sentences=limit,
+        beam=beam,
+        alpha=alpha,
+        max_len_ratio=max_len_ratio,
+    )
+    references = [[ex.tgt, *ex.refs] for ex in examples]
+    return Evaluation(result, hypotheses, model.name, [ex.src for ex in examples], references)
