@@ -247,3 +247,21 @@ def test_import_attnmt_stays_light():
     code = "import sys, attnmt; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_progress_bars_show_in_a_notebook_without_widgets(monkeypatch):
+    import io
+
+    from attnmt import progress
+
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    monkeypatch.setattr(progress.importlib.util, "find_spec", lambda name: None)
+    err = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", err)
+    bar = progress.progress_bar(total=3, desc="decoding", dynamic_ncols=True)
+    assert not bar.disable and type(bar).__module__ == "tqdm.std"  # text, no widget
+    bar.update(3)
+    bar.close()
+    assert "decoding: 100%" in err.getvalue()
+    monkeypatch.setattr(progress, "in_notebook", lambda: False)  # a log file: no bar
+    assert progress.progress_bar(total=3).disable
