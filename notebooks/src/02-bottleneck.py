@@ -67,7 +67,7 @@ search.plot()
 # length (sacreBLEU on the symbols).
 
 # %%
-scores = {name: attnmt.evaluate(run.run_dir, split="test", beam=1, limit=TEST, device="cpu")
+scores = {name: attnmt.evaluate(run.run_dir, split="test", beam=1, limit=TEST)
           for name, run in [("RNNencdec", encdec), ("RNNsearch", search)]}
 for name, done in scores.items():
     done.name = name
@@ -101,7 +101,7 @@ table(rows, ["model", "BLEU", "exact %", *labels], digits=1)
 
 # %%
 long_one = max((s for s in scores["RNNsearch"].sources), key=lambda s: len(s.split()))
-models = {name: attnmt.load(run.run_dir, device="cpu", name=name)
+models = {name: attnmt.load(run.run_dir, name=name)
           for name, run in [("RNNencdec", encdec), ("RNNsearch", search)]}
 {"source": long_one, **{name: m.translate(long_one).text for name, m in models.items()}}
 

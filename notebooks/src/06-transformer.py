@@ -112,7 +112,7 @@ run = chapter.train(
 run.plot()
 
 # %%
-model = attnmt.load(run.run_dir, device="cpu")
+model = attnmt.load(run.run_dir)
 scores = attnmt.evaluate(model, split="test", beam=1, limit=TEST)
 table([("Transformer", scores.bleu, scores.data["exact"], scores.data["parameters"])],
       ["model", "test BLEU", "exact %", "parameters"], digits=1)
@@ -144,14 +144,15 @@ from attnmt.data.batching import pad_batch  # noqa: E402
 from attnmt.inference.attention_maps import labels  # noqa: E402
 
 ids = model.vocab.src.encode(sentence)
-src, src_mask = pad_batch([[*ids, 3]], torch.device("cpu"))  # 3 = </s>
+device = next(model.module.parameters()).device  # the CPU, or a GPU where there is one
+src, src_mask = pad_batch([[*ids, 3]], device)  # 3 = </s>
 with torch.no_grad():
     memory = model.module.encode(src, src_mask, need_weights=True)
 pieces = labels(model.vocab.src, ids)
 maps = []
 for layer, weights in enumerate(memory.self_weights, start=1):  # (1, H, S, S) per layer
     for head in range(weights.shape[1]):
-        w = weights[0, head].numpy().round(4).tolist()
+        w = weights[0, head].float().cpu().numpy().round(4).tolist()
         maps.append({"name": f"encoder layer {layer}, head {head + 1}", "method": "attention",
                      "scale": "weights", "word": w, "subword": w, "alignment": ""})
 Translated({"source": sentence, "translation": "(encoder self-attention)",
