@@ -164,3 +164,32 @@ def test_an_exported_notebook_shows_the_pictures(outputs, tmp_path):
             assert not errors
             # nbconvert's own page may ask for its fonts and require.js; the views do not
             assert not [u for u in tried if "attnmt" in u]
+
+
+# What JupyterLab does with an HTML output (rendermime's renderHTML): innerHTML into a host
+# that is not yet in the page, then each script replaced by a fresh copy, which runs; the
+# host is attached afterwards.
+JUPYTERLAB = """(html) => {
+  const host = document.createElement('div');
+  host.innerHTML = html;
+  for (const old of Array.from(host.getElementsByTagName('script'))) {
+    const fresh = document.createElement('script');
+    for (const a of old.attributes) fresh.setAttribute(a.name, a.value);
+    fresh.textContent = old.textContent;
+    old.parentNode.replaceChild(fresh, old);
+  }
+  document.body.appendChild(host);
+}"""
+
+
+def test_a_view_inserted_as_jupyterlab_does_is_explorable(outputs):
+    _, tf = outputs
+    with playwright.sync_playwright() as p:
+        browser, page, tried, errors = _open(p, _page(""))
+        try:
+            page.evaluate(JUPYTERLAB, tf.to_html())
+            page.locator(".attnmt-view .viz .heatmap").first.wait_for()
+            assert page.locator(".attnmt-static").count() == 0
+        finally:
+            browser.close()
+    assert not errors and not tried

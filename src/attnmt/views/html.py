@@ -163,7 +163,11 @@ def _json_for_script(data: Any) -> str:
 
 HYDRATE = """
 (() => {
-  const root = document.getElementById(%(id)s);
+  // JupyterLab runs this script inside the output, possibly before the output is in the
+  // page: find the view from the script itself. The classic notebook runs it from <head>
+  // (jQuery), after the output is in the page: find it by its id (as Altair does, its #1986).
+  const me = document.currentScript;
+  const root = (me && me.closest && me.closest('.attnmt-view')) || document.getElementById(%(id)s);
   if (!root || root.dataset.live) return;  // run once, even if the output is shown twice
   root.dataset.live = '1';
   const records = JSON.parse(root.querySelector('script.attnmt-data').textContent);
