@@ -71,6 +71,7 @@ def execute(notebook: nbformat.NotebookNode, budget: str, cwd: Path) -> float:
     from nbclient import NotebookClient
 
     os.environ["ATTNMT_BUDGET"] = budget
+    os.environ["ATTNMT_PROGRESS"] = "0"  # log lines in the saved outputs, not bar redraws
     os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning")
     client = NotebookClient(
         notebook,

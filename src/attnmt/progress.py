@@ -11,6 +11,7 @@ committed notebooks are executed without ipywidgets (`make notebooks`).
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 from tqdm import tqdm
@@ -29,7 +30,11 @@ def in_notebook() -> bool:
 
 
 def watched() -> bool:
-    """Whether a person is likely watching standard error: a terminal or a notebook."""
+    """Whether a person is likely watching standard error: a terminal or a notebook.
+    ATTNMT_PROGRESS=0 says nobody is (`make notebooks` executes the chapters so: their
+    outputs keep the log lines, not a bar's hundreds of redraws)."""
+    if os.environ.get("ATTNMT_PROGRESS") == "0":
+        return False
     return sys.stderr.isatty() or in_notebook()
 
 

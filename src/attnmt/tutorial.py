@@ -77,7 +77,7 @@ class Chapter:
             raise UserError(f"no config named {name} in {path.parent}")
         return path
 
-    def train(self, config: str, run: str, **sections):
+    def train(self, config: str, run: str, *, progress: bool = True, **sections):
         """`attnmt.train(configs/CONFIG)` into this chapter's folder `run`, with the data
         cache shared by every chapter; an identical finished run is loaded, not retrained."""
 
@@ -96,7 +96,7 @@ class Chapter:
             return finished
         if (self.runs / run).exists():  # another config or an unfinished run: start over
             shutil.rmtree(self.runs / run)
-        result = train(self.config(config), overrides=pairs)
+        result = train(self.config(config), overrides=pairs, progress=progress)
         self.trained[run] = time.perf_counter() - started
         return result
 

@@ -19,5 +19,8 @@ evaluation code (tests/test_api.py checks `translate` against `attnmt translate
 
 from attnmt.api.model import Model, compare, load
 from attnmt.api.runs import Evaluation, TrainedRun, evaluate, train
+from attnmt.views.results import show_figures_inline
+
+show_figures_inline()  # `.plot()` figures draw in a notebook without `%matplotlib inline`
 
 __all__ = ["Evaluation", "Model", "TrainedRun", "compare", "evaluate", "load", "train"]

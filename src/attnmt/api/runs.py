@@ -14,11 +14,12 @@ import yaml
 from matplotlib.figure import Figure
 
 from attnmt.api.model import Model, load, read_metrics
-from attnmt.config import Config, load_config
+from attnmt.config import IMAGE_CORPORA, Config, load_config
 from attnmt.data.preparation import decoding_split
 from attnmt.errors import UserError
 from attnmt.inference import evaluate_examples
 from attnmt.inference.translator import source_limit
+from attnmt.inference.vision import image_report
 from attnmt.metrics import bleu_by_length
 from attnmt.plotting import length_curves_figure
 from attnmt.training import train as train_run
@@ -205,5 +206,7 @@ def evaluate(
         alpha=alpha,
         max_len_ratio=max_len_ratio,
     )
+    if loaded.cfg.data.corpus in IMAGE_CORPORA:  # per digit, where it looked (as the CLI)
+        result["images"] = image_report(loaded, examples, hypotheses, split)
     references = [[ex.tgt, *ex.refs] for ex in examples]
     return Evaluation(result, hypotheses, model.name, [ex.src for ex in examples], references)

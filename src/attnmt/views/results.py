@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import html
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from attnmt.plotting import figure_png, heatmap_figure
+from attnmt.progress import in_notebook
 from attnmt.views.html import view_html
 
 
@@ -35,6 +38,16 @@ class Settings:
 
 
 settings = Settings()
+
+
+def show_figures_inline() -> None:
+    """In a Jupyter kernel, matplotlib figures made without pyplot (ours: `.plot()`)
+    display as PNG whatever the backend (no `%matplotlib inline` needed); elsewhere
+    nothing changes."""
+    if not in_notebook():
+        return
+    formatter = sys.modules["IPython"].get_ipython().display_formatter.formatters["image/png"]
+    formatter.for_type(Figure, lambda fig: figure_png(fig, dpi=90))
 
 
 class View:
@@ -104,8 +117,12 @@ class View:
             chosen,
         )
 
-    def plot(self, index: int = 0, map: int | str | None = None, level: str = "word"):
-        """The heatmap of record `index` as a matplotlib figure."""
+    def plot(self, index: int = 0, map: int | str | None = None, level: str | None = None):
+        """The heatmap of record `index` as a matplotlib figure: word level, or subword
+        (`level`) — the default where the output has no words (the </s> step only)."""
+        if level is None:
+            _, _, tgt, _ = self.matrix(index, map, "word")
+            level = "word" if tgt else "subword"
         matrix, src, tgt, chosen = self.matrix(index, map, level)
         cols = len(src)
         if matrix.size == 0:
