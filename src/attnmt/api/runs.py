@@ -15,9 +15,11 @@ from matplotlib.figure import Figure
 
 from attnmt.api.model import Model, load, read_metrics
 from attnmt.config import IMAGE_CORPORA, Config, load_config
+from attnmt.data.batching import DECODE_BATCH_TOKENS
 from attnmt.data.preparation import decoding_split
 from attnmt.errors import UserError
-from attnmt.inference import evaluate_examples
+from attnmt.inference import alignment_report, evaluate_examples
+from attnmt.inference.attention_maps import run_attention
 from attnmt.inference.translator import source_limit
 from attnmt.inference.vision import image_report
 from attnmt.metrics import bleu_by_length
@@ -208,5 +210,11 @@ def evaluate(
     )
     if loaded.cfg.data.corpus in IMAGE_CORPORA:  # per digit, where it looked (as the CLI)
         result["images"] = image_report(loaded, examples, hypotheses, split)
+    if loaded.cfg.data.corpus == "alignments" and getattr(loaded.model, "uses_attention", True):
+        # AER of the attention against the human links, as `attnmt evaluate` reports it
+        limit_len = source_limit(loaded.cfg.model)
+        result["alignment"], _ = alignment_report(
+            loaded, examples, run_attention(loaded), limit_len, DECODE_BATCH_TOKENS
+        )
     references = [[ex.tgt, *ex.refs] for ex in examples]
     return Evaluation(result, hypotheses, model.name, [ex.src for ex in examples], references)
