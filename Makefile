@@ -56,7 +56,7 @@ fuzz: $(STAMP)
 	$(BIN)/python benchmarks/fuzz_api.py $(FUZZ_ARGS)
 
 # The tutorial chapters (notebooks/): each source in notebooks/src/ executed top to bottom at
-# the full budget into notebooks/NN-name.ipynb, the outputs readers see (about 5 minutes a
+# the full budget into notebooks/NN-name.ipynb, the outputs readers see (0.1 to 5.5 minutes a
 # chapter on the 2-core Xeon; NOTEBOOKS="02 06" for some; BUDGET=smoke for a quick check).
 notebooks: $(STAMP)
 	$(BIN)/python notebooks/build.py $(NOTEBOOKS) --budget $(or $(BUDGET),full)

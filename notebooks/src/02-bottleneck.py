@@ -19,7 +19,7 @@ import attnmt
 from attnmt.tutorial import Chapter, table
 
 chapter = Chapter("02-bottleneck")
-STEPS = chapter.pick(smoke=4, full=1500)  # updates per model (Adam, batches of ~2,000 symbols)
+STEPS = chapter.pick(smoke=4, full=1000)  # updates per model (Adam, batches of ~2,000 symbols)
 TRAIN = chapter.pick(smoke=300, full=20000)  # training sequences, lengths 1-25
 TEST = chapter.pick(smoke=30, full=1000)  # test sequences, lengths 1-30 (26-30 never seen)
 SIZE = {"embed_size": 32, "hidden_size": 128}  # the same widths for both models
@@ -34,7 +34,7 @@ chapter.budget, STEPS
 
 # %%
 data = {"synthetic_train_size": TRAIN}
-common = {"max_steps": STEPS, "validate_every": STEPS, "checkpoint_every": STEPS,
+common = {"max_steps": STEPS, "lr": 0.005, "validate_every": STEPS, "checkpoint_every": STEPS,
           "valid_sentences": chapter.pick(smoke=10, full=500),  # dev sequences decoded
           "log_every": max(1, STEPS // 10), "precision": "fp32"}
 
@@ -82,13 +82,17 @@ labels = [b["label"] for b in scores["RNNsearch"].by_length(width=5)]
 table(rows, ["model", "BLEU", "exact %", *labels], digits=1)
 
 # %% [markdown]
-# What to read here. At the `full` budget (1,500 updates each) the encoder–decoder's BLEU
-# falls as the sequences grow: it can hold a short sequence in its 128 numbers and loses
-# the order of a long one; RNNsearch's curve is higher and flatter, because at each step
-# it looks up the symbol it needs instead of remembering all of them. The exact numbers
-# move with the seed and the budget; the shape is the paper's. (At the `smoke` budget the
-# models have not learned anything and both curves are near zero: that run only checks
-# that the cells work.)
+# What to read here. In the run committed with this notebook (the `full` budget: 1,000
+# updates each, Adam at 0.005), RNNsearch reverses about nine test sequences in ten
+# exactly and its BLEU stays near 100 up to 25 symbols, dropping only for 26–30, lengths
+# it never saw in training. RNNencdec, the same size with the same updates, has barely
+# begun: its BLEU is near zero, a little higher on the shortest sequences than on the
+# longest. Squeezing the whole sequence through one vector does not only hurt long
+# inputs; it makes the task much slower to learn at all, while attention gives each step
+# a direct path to the symbol it needs. (Cho et al. 2014b, with models trained for days,
+# show the encoder–decoder's BLEU falling steadily with length; how this one would fall
+# after more updates is not shown at this budget. At the `smoke` budget neither model
+# has learned anything: that run only checks the cells.)
 #
 # On real text the same comparison takes longer to show: docs/results.md §1 trains both on
 # the Bible for 20 minutes each (English→French), where RNNsearch is 3.4–3.9× better at

@@ -18,7 +18,7 @@ from attnmt.tutorial import Chapter, table
 from attnmt.views.results import Translated
 
 chapter = Chapter("06-transformer")
-STEPS = chapter.pick(smoke=4, full=1200)  # updates of the small Transformer
+STEPS = chapter.pick(smoke=4, full=2000)  # updates of the small Transformer
 TRAIN = chapter.pick(smoke=300, full=20000)  # training sequences of the reverse task
 TEST = chapter.pick(smoke=30, full=500)  # test sequences decoded for the scores
 np.set_printoptions(precision=3, suppress=True)
@@ -105,7 +105,7 @@ run = chapter.train(
     data={"synthetic_train_size": TRAIN},
     model={"name": "transformer", "hidden_size": 64, "layers": 2, "heads": 2,
            "ff_size": 128, "dropout": 0.0},
-    train={"max_steps": STEPS, "lr": 0.001, "schedule": "constant", "validate_every": STEPS,
+    train={"max_steps": STEPS, "lr": 0.002, "schedule": "constant", "validate_every": STEPS,
            "checkpoint_every": STEPS, "valid_sentences": chapter.pick(smoke=10, full=300),
            "log_every": max(1, STEPS // 10), "precision": "fp32"},
 )
