@@ -80,7 +80,6 @@ class Chapter:
     def train(self, config: str, run: str, *, progress: bool = True, **sections):
         """`attnmt.train(configs/CONFIG)` into this chapter's folder `run`, with the data
         cache shared by every chapter; an identical finished run is loaded, not retrained."""
-
         sections = {k: dict(v) for k, v in sections.items()}
         sections.setdefault("train", {})["run_dir"] = str(self.runs / run)
         sections.setdefault("data", {})["cache_dir"] = str(self.data_cache)
@@ -102,7 +101,6 @@ class Chapter:
 
     def done(self) -> None:
         """A line saying which machine made these outputs and how long the chapter took."""
-
         minutes = (time.perf_counter() - self.started) / 60
         flags = sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
         torch_version = _torch_version()
@@ -159,7 +157,6 @@ class table:  # noqa: N801  (used like a function: `table(rows, columns)`)
         self.rows = [[_cell(v, digits) for v in row] for row in rows]
 
     def _repr_html_(self) -> str:
-
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
         body = "".join(
             "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>"

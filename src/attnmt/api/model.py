@@ -71,7 +71,6 @@ class Model:
 
     def translator(self, **options):
         """The `attnmt.inference.Translator` under `translate` (options as its own)."""
-
         return Translator(self.loaded, **options)
 
     def translate(
@@ -96,7 +95,6 @@ class Model:
         view, each drawn beside the attention as decoded; `ig_steps` is integrated
         gradients' step count.
         """
-
         lines, single = _lines(text, "text")
         methods = [explain] if isinstance(explain, str) else list(explain or [])
         if n_best > beam:
@@ -132,7 +130,6 @@ class Model:
         return items[0] if single else Translations(items)
 
     def _record(self, translator, sentence, explanations) -> dict[str, Any]:
-
         result = sentence.translation
         if result is None:
             return {  # an empty line: empty out, as `attnmt translate` answers it
@@ -205,7 +202,6 @@ class Model:
         """How likely the model finds each target given its source (forced decoding): each
         result's `score` (length-normalised as the search does), `log_prob`, the
         `token_log_probs`, and the attention while reading the target (its view)."""
-
         if self.config.model.name in IMAGE_MODELS:
             raise UserError("score() reads text pairs; this run's model reads images")
         sources, single = _lines(source, "source")

@@ -56,7 +56,6 @@ class TrainedRun(Table):
 
     def plot(self):
         """Training loss (and dev loss where validated) against the step."""
-
         events = self.metrics
         train = [(e["step"], e["loss"]) for e in events if e.get("type") == "train"]
         dev = [(e["step"], e["loss"]) for e in events if e.get("type") == "valid"]
@@ -138,7 +137,6 @@ class Evaluation(Table):
     def by_length(self, width: int = 10) -> list[dict[str, Any]]:
         """BLEU and chrF by source length in buckets of `width` words (`data`'s own
         `bleu_by_length` is `width=10`)."""
-
         if width == 10 or not self.sources:
             return self.data["bleu_by_length"]
         return bleu_by_length(
@@ -172,7 +170,6 @@ class Evaluation(Table):
     def plot(self, *others: Evaluation, width: int = 10, metric: str = "bleu"):
         """BLEU (or chrF) against source length, this run and any `others` (one line
         each), in buckets of `width` words."""
-
         curves = {e.name: e.by_length(width) for e in (self, *others)}
         title = f"{'BLEU' if metric == 'bleu' else 'chrF'} by source length"
         return length_curves_figure(curves, metric=metric, title=title)
