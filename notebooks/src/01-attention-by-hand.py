@@ -180,7 +180,7 @@ for scope in ["global", "local-m", "local-p"]:
 {scope: (w > 1e-6).sum(axis=1)[:6] for scope, w in maps.items()}  # positions seen, steps 0-5
 
 # %%
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
 for ax, (scope, w) in zip(axes, maps.items(), strict=True):
@@ -203,7 +203,7 @@ fig.tight_layout()
 # words:
 
 # %%
-from attnmt.views.results import Translated  # noqa: E402
+from attnmt.views.results import Translated
 
 targets = ["le", "chat", "noir"]
 Q = 2 * np.stack([H[0], H[2], H[1]]) + 0.3 * rng.normal(size=(3, 4)).astype(np.float32)

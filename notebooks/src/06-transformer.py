@@ -140,8 +140,8 @@ model.translate(sentence)
 # columns are both source positions):
 
 # %%
-from attnmt.data.batching import pad_batch  # noqa: E402
-from attnmt.inference.attention_maps import labels  # noqa: E402
+from attnmt.data.batching import pad_batch
+from attnmt.inference.attention_maps import labels
 
 ids = model.vocab.src.encode(sentence)
 device = next(model.module.parameters()).device  # the CPU, or a GPU where there is one

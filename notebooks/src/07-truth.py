@@ -47,11 +47,9 @@
 # %%
 from IPython.display import Markdown
 
-import attnmt
 from attnmt.tutorial import Chapter
 
 chapter = Chapter("07-truth")  # the budget: $ATTNMT_BUDGET, "full" or "smoke"
-get_ipython().run_line_magic("matplotlib", "inline")  # show the figures the library returns
 RNN_STEPS = chapter.pick(smoke=3, full=500)  # RNNsearch updates (docs/results.md: 2,500)
 TRANSFORMER_STEPS = chapter.pick(smoke=3, full=500)  # Transformer updates (docs: 2,500)
 SMALL_RNN = {"embed_size": 128, "hidden_size": 128}  # half the shipped width
