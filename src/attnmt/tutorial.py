@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from attnmt.api.model import read_metrics
-from attnmt.api.runs import TrainedRun, train
+from attnmt.api.runs import TrainedRun, section_overrides, train
 from attnmt.checkpoint import resolve_checkpoint
 from attnmt.config import load_config
 from attnmt.config.loading import to_dict
@@ -84,11 +84,7 @@ class Chapter:
         sections.setdefault("train", {})["run_dir"] = str(self.runs / run)
         sections.setdefault("data", {})["cache_dir"] = str(self.data_cache)
         started = time.perf_counter()
-        pairs = [
-            f"{section}.{key}={json.dumps(value)}"
-            for section, values in sections.items()
-            for key, value in values.items()
-        ]
+        pairs = section_overrides(sections)
         wanted = to_dict(load_config(self.config(config), pairs))
         finished = _finished(self.runs / run, wanted)
         if finished is not None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from matplotlib.figure import Figure
 
 from attnmt.api.model import Model, load, read_metrics
 from attnmt.config import IMAGE_CORPORA, Config, load_config
+from attnmt.config.loading import to_dict
 from attnmt.data.batching import DECODE_BATCH_TOKENS
 from attnmt.data.preparation import decoding_split
 from attnmt.errors import UserError
@@ -90,15 +90,7 @@ def train(
     in a terminal and in a notebook.
     """
 
-    pairs = list(overrides)
-    for section, values in sections.items():
-        if not isinstance(values, Mapping):
-            raise UserError(
-                f"{section}= must be a dict of that section's keys, e.g. "
-                f"{section}={{'key': value}}; got {values!r}"
-            )
-        for key, value in values.items():
-            pairs.append(f"{section}.{key}={json.dumps(value)}")
+    pairs = [*overrides, *section_overrides(sections)]
     if isinstance(config, Config):
         cfg = _apply(config, pairs) if pairs else config
     else:
@@ -106,12 +98,25 @@ def train(
     return TrainedRun(train_run(cfg, resume=resume, progress=progress))
 
 
+def section_overrides(sections: Mapping[str, Any]) -> list[str]:
+    """`{"train": {"max_steps": 300}}` as `--set` takes it: ["train.max_steps=300"]."""
+    pairs = []
+    for section, values in sections.items():
+        if not isinstance(values, Mapping):
+            raise UserError(
+                f"{section}= must be a dict of that section's keys, e.g. "
+                f"{section}={{'key': value}}; got {values!r}"
+            )
+        pairs += [f"{section}.{key}={json.dumps(value)}" for key, value in values.items()]
+    return pairs
+
+
 def _apply(cfg, pairs: Sequence[str]):
     """`pairs` (KEY=VALUE) applied to a Config, through a temporary YAML file."""
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "config.yaml"
-        path.write_text(yaml.safe_dump(asdict(cfg)), encoding="utf-8")
+        path.write_text(yaml.safe_dump(to_dict(cfg)), encoding="utf-8")
         return load_config(path, list(pairs))
 
 

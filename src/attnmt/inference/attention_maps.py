@@ -135,6 +135,18 @@ def transformer_choice(
     return AttentionChoice(True, layer or default_layer, head, layers, heads)
 
 
+def every_choice(default: AttentionChoice) -> list[AttentionChoice]:
+    """Every attention map of a model: an RNN's (or an ensemble's) one; a Transformer's
+    layers, each as the mean of its heads, then each head."""
+    if not default.transformer:
+        return [default]
+    return [
+        transformer_choice(default.layers, default.heads, layer=layer, head=head)
+        for layer in range(1, default.layers + 1)
+        for head in (None, *range(1, default.heads + 1))
+    ]
+
+
 def select(weights: Tensor | np.ndarray, choice: AttentionChoice) -> np.ndarray:
     """The (T, S) matrix of `choice` from a hypothesis's weights.
 

@@ -27,9 +27,9 @@ from attnmt.inference import LoadedRun, Sentence, Translation, Translator
 from attnmt.inference.alignment import source_words, target_words, word_view
 from attnmt.inference.attention_maps import (
     AttentionChoice,
+    every_choice,
     labels,
     select,
-    transformer_choice,
 )
 from attnmt.inference.scoring import score_pairs
 from attnmt.inference.translator import rounded_matrix
@@ -369,14 +369,7 @@ class RunDecoder:
 
     def _choices(self) -> list[AttentionChoice]:
         """Every map a client can ask for: the RNN's one; each layer's mean, then its heads."""
-        if not self.transformer:
-            return [self.default]
-        layers, heads = self.default.layers, self.default.heads
-        return [
-            transformer_choice(layers, heads, layer=layer, head=head)
-            for layer in range(1, layers + 1)
-            for head in (None, *range(1, heads + 1))
-        ]
+        return every_choice(self.default)
 
 
 def _map_name(choice: AttentionChoice, why) -> str:

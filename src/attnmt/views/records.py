@@ -20,20 +20,8 @@ import numpy as np
 from attnmt.data.alignments import format_pharaoh
 from attnmt.explain.methods import scale_of
 from attnmt.inference.alignment import source_words, target_words, word_view
-from attnmt.inference.attention_maps import AttentionChoice, labels, select, transformer_choice
+from attnmt.inference.attention_maps import AttentionChoice, every_choice, labels, select
 from attnmt.inference.translator import rounded_matrix
-
-
-def every_choice(default: AttentionChoice) -> list[AttentionChoice]:
-    """Every attention map of a model: an RNN's (or an ensemble's) one; a Transformer's
-    layers, each as the mean of its heads, then each head."""
-    if not default.transformer:
-        return [default]
-    return [
-        transformer_choice(default.layers, default.heads, layer=layer, head=head)
-        for layer in range(1, default.layers + 1)
-        for head in (None, *range(1, default.heads + 1))
-    ]
 
 
 def map_entry(
@@ -72,8 +60,10 @@ def sentence_record(
     src = source_words(vocab.src, source, len(ids))
     tgt = target_words(vocab.tgt, tokens, text)
     maps = []
+    default_index = 0  # the decoder's own map; without attention, the first explanation
     if weights is not None:
         choices = every_choice(default) if all_maps else [default]
+        default_index = choices.index(default) if default in choices else 0
         for choice in choices:
             maps.append(
                 map_entry(
@@ -85,18 +75,12 @@ def sentence_record(
                     threshold=threshold,
                 )
             )
-    default_index = next(
-        (i for i, c in enumerate(every_choice(default) if all_maps else [default]) if c == default),
-        0,
-    )
     for done in explanations:
         maps.append(
             map_entry(
                 done.method, done.method, np.asarray(done.matrix), src, tgt, threshold=threshold
             )
         )
-    if weights is None and maps:
-        default_index = 0
     first = maps[default_index]["_view"] if maps else None
     record: dict[str, Any] = {
         "source": source,
