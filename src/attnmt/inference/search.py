@@ -20,6 +20,13 @@ Neither search emits PAD or BOS: they are not words (PAD is never a training tar
 BOS only starts the decoder), so they are excluded at every step. `log_prob` stays the
 model's own log-probability of the tokens chosen (what forced decoding of them gives).
 
+Both can start after a forced prefix (`prefix`: the first target tokens are imposed, the
+rest searched as usual; `begin` reads the prefix once per sentence, before the beams are
+made, and `alternatives` branches N ways after it), and beam search can record the whole
+search (`trees`: every candidate with its parent, scores, fate and attention row, see
+`SearchTree`) and report it step by step (`on_step`, what `/api/translate/stream` sends).
+Greedy search with a recorder is beam search with K = 1.
+
 Both call `attnmt.cancel.checkpoint()` before each decoder step, so a search whose client
 has left (inside the server's `stop_when`) stops within one step; elsewhere it costs one
 attribute read a step.
@@ -27,7 +34,10 @@ attribute read a step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -51,6 +61,162 @@ class Hypothesis:
     score: float  # log P(tokens, EOS | source) / lp(len(tokens) + 1), greedy and beam alike
     log_prob: float  # log P(tokens, EOS | source)
     weights: Tensor | None = None
+    node: int | None = None  # its finished node in the recorded `SearchTree`, if recorded
+
+
+# The fate of a candidate in a recorded search (`Node.status`).
+ROOT, FORCED, KEPT, PRUNED, FINISHED, ENDED = (
+    "root",  # the start: BOS read
+    "forced",  # a token of an imposed prefix
+    "kept",  # entered the beam and was extended at the next step
+    "pruned",  # among the sentence's 2K best candidates of its step, but lost the ranking
+    "finished",  # an EOS candidate that became a finished hypothesis
+    "ended",  # in the beam when the search stopped (enough finished, or the length limit)
+)
+
+
+@dataclass
+class Node:
+    """One candidate of a recorded search: `token` appended to its `parent`'s hypothesis.
+
+    `log_prob` is the token's own log-probability, `cum_log_prob` the hypothesis' total
+    (what the beam ranks), `score` the total over GNMT's length penalty of `depth` tokens
+    (an EOS node: the finished hypothesis' score). `rejected` (on an expanded node): the
+    tokens among its 2K best next tokens that neither entered the beam nor finished, with
+    their log-probabilities.
+
+    Shapes:
+        weights: the attention row that produced the token, (S,) RNN, (L, H, S)
+        Transformer, (M, S) ensemble; None for the root or without weights.
+    """
+
+    id: int
+    parent: int | None
+    depth: int  # tokens from the root (the root 0)
+    token: int
+    status: str
+    log_prob: float = 0.0
+    cum_log_prob: float = 0.0
+    score: float = 0.0
+    best: bool = False  # on the path of the best finished hypothesis
+    rank: int | None = None  # place in the returned n-best list (finished nodes)
+    rejected: list[tuple[int, float]] = field(default_factory=list)
+    weights: Tensor | None = None
+
+
+@dataclass
+class SearchTree:
+    """The recorded search of one sentence: `nodes` in the order they were made (by depth),
+    `nbest` the ids of the returned hypotheses' finished nodes, best first."""
+
+    beam: int
+    alpha: float
+    nodes: list[Node] = field(default_factory=list)
+    nbest: list[int] = field(default_factory=list)
+
+    def add(self, node: Node) -> Node:
+        node.id = len(self.nodes)
+        self.nodes.append(node)
+        return node
+
+    def path(self, node_id: int) -> list[Node]:
+        """The nodes from depth 1 to `node_id` (the root left out)."""
+        out = []
+        node = self.nodes[node_id]
+        while node.parent is not None:
+            out.append(node)
+            node = self.nodes[node.parent]
+        return out[::-1]
+
+
+StepHook = Callable[[int, list[Node]], None]  # (sentence index in the batch, its new nodes)
+
+
+@dataclass
+class Start:
+    """The decoder positioned after a forced prefix (`begin`), one row per sentence: the
+    encoder's output and the state are computed once and shared by every beam and
+    alternative made from them.
+
+    Shapes:
+        prev (B,): the last token read next (BOS, or the prefix's last); tokens and
+        token_log_probs (B, P); log_prob (B,); weights (B, P, ...) or None.
+    """
+
+    memory: Any
+    state: Any
+    prev: Tensor
+    tokens: Tensor
+    token_log_probs: Tensor
+    log_prob: Tensor
+    weights: Tensor | None
+
+    @property
+    def length(self) -> int:
+        return self.tokens.size(1)
+
+    def select(self, rows: Tensor) -> Start:
+        return Start(
+            memory=self.memory.select(rows),
+            state=self.state.select(rows),
+            prev=self.prev[rows],
+            tokens=self.tokens[rows],
+            token_log_probs=self.token_log_probs[rows],
+            log_prob=self.log_prob[rows],
+            weights=None if self.weights is None else self.weights[rows],
+        )
+
+
+@torch.no_grad()
+def begin(
+    model: torch.nn.Module,
+    src: Tensor,
+    src_mask: Tensor,
+    prefix: Tensor | None = None,
+    *,
+    need_weights: bool = False,
+) -> Start:
+    """Encode the batch and read a forced `prefix` (the same length for every sentence;
+    None: none), keeping what the model gave each forced token: its log-probability (the
+    model's own, as `attnmt score` reads it) and its attention row.
+
+    Shapes:
+        src, src_mask: (B, S); prefix: (B, P) target ids without BOS/EOS
+    """
+    batch, device = src.size(0), src.device
+    memory = model.encode(src, src_mask)
+    state = model.init_state(memory)
+    prev = torch.full((batch,), BOS, dtype=torch.long, device=device)
+    if prefix is None:
+        prefix = torch.empty(batch, 0, dtype=torch.long, device=device)
+    picked, weights = [], []
+    for t in range(prefix.size(1)):
+        checkpoint()
+        logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        prev = prefix[:, t]
+        picked.append(log_probs.gather(1, prev[:, None]).squeeze(1))
+        if need_weights:
+            weights.append(step_weights.float().cpu())
+    token_log_probs = torch.stack(picked, dim=1) if picked else torch.zeros(batch, 0, device=device)
+    return Start(
+        memory=memory,
+        state=state,
+        prev=prev,
+        tokens=prefix,
+        token_log_probs=token_log_probs,
+        log_prob=token_log_probs.sum(dim=1),
+        weights=torch.stack(weights, dim=1) if weights else None,
+    )
+
+
+def _limits(src_mask: Tensor, ratio: float, max_len: int | None, start: Start) -> Tensor:
+    """Each sentence's maximum output length (EOS included): `max_lengths`, capped at
+    `max_len`, and always room for the forced prefix and an EOS after it."""
+    limits = max_lengths(src_mask, ratio)
+    if max_len is not None:
+        limits = limits.clamp(max=max_len)
+    return limits.clamp(min=start.length + 1)
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -73,25 +239,27 @@ def greedy(
     max_len_ratio: float = 2.0,
     max_len: int | None = None,
     need_weights: bool = False,
+    prefix: Tensor | None = None,
+    start: Start | None = None,
 ) -> list[Hypothesis]:
     """Greedy decoding of a batch, one hypothesis per sentence, scored as beam search
-    scores (`alpha`: the length penalty's exponent; it ranks nothing here).
+    scores (`alpha`: the length penalty's exponent; it ranks nothing here). With `prefix`
+    (or a `start` made by `begin`), the output begins with the forced tokens.
 
     Shapes:
-        src, src_mask: (B, S)
+        src, src_mask: (B, S); prefix: (B, P)
     """
     batch = src.size(0)
-    limits = max_lengths(src_mask, max_len_ratio)
-    if max_len is not None:
-        limits = limits.clamp(max=max_len)
-    memory = model.encode(src, src_mask)
-    state = model.init_state(memory)
-    prev = torch.full((batch,), BOS, dtype=torch.long, device=src.device)
+    if start is None:
+        start = begin(model, src, src_mask, prefix, need_weights=need_weights)
+    limits = _limits(src_mask, max_len_ratio, max_len, start)
+    memory, state, prev = start.memory, start.state, start.prev
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    lengths = torch.zeros(batch, dtype=torch.long, device=src.device)
-    log_probs = torch.zeros(batch, device=src.device)
-    tokens, weights = [], []
-    for step in range(int(limits.max())):
+    lengths = torch.full((batch,), start.length, dtype=torch.long, device=src.device)
+    log_probs = start.log_prob.clone()
+    tokens = list(start.tokens.unbind(1))
+    weights = [] if start.weights is None or not need_weights else list(start.weights.unbind(1))
+    for step in range(start.length, int(limits.max())):
         checkpoint()  # the server's client may have left (attnmt.cancel)
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
         scores = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
@@ -135,6 +303,10 @@ def beam_search(
     max_len_ratio: float = 2.0,
     max_len: int | None = None,
     need_weights: bool = False,
+    prefix: Tensor | None = None,
+    start: Start | None = None,
+    trees: list[SearchTree] | None = None,
+    on_step: StepHook | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch; returns the `n_best` hypotheses of each sentence, best first.
 
@@ -143,31 +315,41 @@ def beam_search(
     finished hypotheses or reaches its maximum length (then its live beams are finished
     as they stand). With K = 1 this is exactly greedy decoding.
 
+    `prefix` (or a `start` made by `begin`): every hypothesis begins with the forced
+    tokens, read once per sentence before the K beams are made. `trees`: an empty list,
+    filled with one `SearchTree` per sentence (the recording; off, it costs nothing);
+    `on_step(sentence, nodes)` is called with each step's new nodes as they are made.
+
     Shapes:
-        src, src_mask: (B, S)
+        src, src_mask: (B, S); prefix: (B, P)
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"n_best must be between 1 and beam_size={beam_size}, got {n_best}")
     batch, k = src.size(0), beam_size
     device = src.device
-    limits = max_lengths(src_mask, max_len_ratio)
-    if max_len is not None:
-        limits = limits.clamp(max=max_len)
+    if start is None:
+        start = begin(model, src, src_mask, prefix, need_weights=need_weights)
+    limits = _limits(src_mask, max_len_ratio, max_len, start)
     expand = torch.arange(batch, device=device).repeat_interleave(k)  # (B*K,)
-    memory = model.encode(src, src_mask).select(expand)
-    state = model.init_state(memory)
-    prev = torch.full((batch * k,), BOS, dtype=torch.long, device=device)
+    memory = start.memory.select(expand)
+    state = start.state.select(expand)
+    prev = start.prev[expand]
     # Only the first beam of each sentence is live at the start: the others are copies.
     beam_scores = torch.full((batch, k), float("-inf"), device=device)
-    beam_scores[:, 0] = 0.0
-    history = torch.empty(batch * k, 0, dtype=torch.long, device=device)  # (B*K, t)
-    weight_history: Tensor | None = None  # (B*K, t, ...)
+    beam_scores[:, 0] = start.log_prob
+    history = start.tokens[expand]  # (B*K, t)
+    weight_history = None  # (B*K, t, ...)
+    if need_weights and start.weights is not None and start.length:
+        weight_history = start.weights[expand.cpu()]
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    recorder = None
+    if trees is not None or on_step is not None:
+        recorder = _Recorder(start, k, alpha, on_step)
     # A sentence leaves the batch as soon as it is done: the tensors below hold the n
     # sentences still searching, `ids` says which (the decoder no longer steps the beams
     # of finished sentences; RNNsearch beam 5 on the test book: benchmarks/README.md).
     ids = list(range(batch))
-    for step in range(int(limits.max())):
+    for step in range(start.length, int(limits.max())):
         checkpoint()  # the server's client may have left (attnmt.cancel)
         n = len(ids)
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
@@ -197,6 +379,10 @@ def beam_search(
                 if weight_history is None
                 else torch.cat([weight_history, step_weights], dim=1)
             )
+        if recorder is not None:
+            recorder.read_step(
+                step, beam_top, beam_token, beam_scores, step_weights if need_weights else None
+            )
         # The bookkeeping below is per sentence and candidate: on Python numbers, read from
         # the tensors once per step (each element read from a tensor costs microseconds,
         # thousands a step; RNNsearch beam 5 on 80 verses: 5-18% faster, same hypotheses).
@@ -207,6 +393,7 @@ def beam_search(
             done = finished[ids[b]]
             scores, rows, tokens = [float("-inf")] * k, [b * k] * k, [EOS] * k
             live = 0
+            fates = None if recorder is None else []  # (candidate, status) in rank order
             for j in range(2 * k):
                 score = scores_at[b][j]
                 if score == float("-inf"):
@@ -215,17 +402,30 @@ def beam_search(
                 if token_at[b][j] == EOS:
                     if len(done) < k:
                         done.append(_finish(history[row], score, weight_history, row, alpha))
+                        if fates is not None:
+                            fates.append((j, FINISHED))
+                    elif fates is not None:
+                        fates.append((j, PRUNED))
                 elif live < k:
                     scores[live], rows[live], tokens[live] = score, row, token_at[b][j]
                     live += 1
+                    if fates is not None:
+                        fates.append((j, KEPT))
                 if len(done) >= k or live >= k:
                     break
-            if len(done) >= k or limit_at[b] or live == 0:
+            ends = len(done) >= k or limit_at[b] or live == 0
+            if recorder is not None:
+                recorder.sentence(
+                    ids[b], b, scores_at[b], origin_at[b], token_at[b], fates, ends, done
+                )
+            if ends:
                 continue  # this sentence is done
             keep.append(b)
             new_scores.append(scores)
             new_rows.append(rows)
             new_tokens.append(tokens)
+        if recorder is not None:
+            recorder.next_rows(keep)
         if not keep:
             break
         rows = torch.tensor(new_rows, dtype=torch.long, device=device).view(-1)
@@ -244,7 +444,125 @@ def beam_search(
     for b in range(batch):
         hyps = sorted(finished[b], key=lambda h: h.score, reverse=True)
         results.append(hyps[:n_best])
+    if recorder is not None and trees is not None:
+        trees.extend(recorder.close(results))
     return results
+
+
+class _Recorder:
+    """Builds one `SearchTree` per sentence while `beam_search` runs (see `Node`).
+
+    Each step it reads the step's candidates once (`read_step`), then, per sentence, the
+    fate the search gave each of its 2K best candidates (`sentence`): a node per candidate,
+    the tokens an expanded hypothesis produced that went nowhere as its `rejected` list.
+    `rows` maps each beam row of the step to the node of the hypothesis it holds.
+    """
+
+    def __init__(self, start: Start, k: int, alpha: float, on_step: StepHook | None) -> None:
+        self.k, self.alpha, self.on_step = k, alpha, on_step
+        batch = start.tokens.size(0)
+        self.trees = [SearchTree(beam=k, alpha=alpha) for _ in range(batch)]
+        self.rows: list[int | None] = []
+        forced_lp = start.token_log_probs.tolist()
+        forced = start.tokens.tolist()
+        for b, tree in enumerate(self.trees):
+            node = tree.add(Node(0, None, 0, BOS, ROOT))
+            cum = 0.0
+            made = [node]
+            for t, (token, lp) in enumerate(zip(forced[b], forced_lp[b], strict=True)):
+                cum += lp
+                weights = None if start.weights is None else start.weights[b, t].clone()
+                node = tree.add(
+                    Node(
+                        0,
+                        node.id,
+                        t + 1,
+                        token,
+                        FORCED,
+                        lp,
+                        cum,
+                        cum / float(length_penalty(t + 1, alpha)),
+                        weights=weights,
+                    )
+                )
+                made.append(node)
+            self.rows += [node.id] + [None] * (k - 1)
+            if on_step is not None:
+                on_step(b, made)
+        self.new_rows: list[int | None] = []
+
+    def read_step(self, step, beam_top, beam_token, beam_scores, step_weights) -> None:
+        self.depth = step + 1
+        self.top, self.top_token = beam_top.tolist(), beam_token.tolist()  # (n, K, 2K)
+        self.beam_scores = beam_scores.tolist()
+        self.weights = None if step_weights is None else step_weights[:, 0].cpu()
+        self.new_rows = []
+
+    def sentence(self, sentence, b, scores, origins, tokens, fates, ends, done) -> None:
+        tree, k = self.trees[sentence], self.k
+        fate = dict(fates)
+        finished = sum(1 for _, status in fates if status == FINISHED)
+        made, kept, ended_here = [], [], []
+        children: dict[int, set[int]] = {}
+        for j, score in enumerate(scores):
+            if score == float("-inf"):
+                break
+            status = fate.get(j, PRUNED)
+            row = b * k + origins[j]
+            parent = self.rows[row]
+            if parent is None:  # a copy beam of the first step: never live
+                continue
+            log_prob = score - self.beam_scores[b][origins[j]]
+            node = Node(
+                0,
+                parent,
+                self.depth,
+                tokens[j],
+                status,
+                log_prob,
+                score,
+                score / float(length_penalty(self.depth, self.alpha)),
+                weights=None if self.weights is None else self.weights[row].clone(),
+            )
+            if status == KEPT and ends:
+                node.status = ENDED
+            tree.add(node)
+            made.append(node)
+            if status == FINISHED:  # the i-th finished this step is done[-f + i]
+                done[len(done) - finished + len(ended_here)].node = node.id
+                ended_here.append(node.id)
+            if status in (KEPT, FINISHED):
+                children.setdefault(row, set()).add(tokens[j])
+            if node.status == KEPT:
+                kept.append(node.id)
+        for origin in range(k):  # what each expanded hypothesis produced that went nowhere
+            row = b * k + origin
+            parent = self.rows[row]
+            if parent is None:
+                continue
+            taken = children.get(row, set())
+            tree.nodes[parent].rejected = [
+                (token, lp)
+                for token, lp in zip(self.top_token[b][origin], self.top[b][origin], strict=True)
+                if token not in taken and lp != float("-inf")
+            ]
+        if not ends:
+            self.new_rows += kept + [None] * (k - len(kept))
+        if self.on_step is not None:
+            self.on_step(sentence, made)
+
+    def next_rows(self, keep) -> None:
+        self.rows = self.new_rows
+
+    def close(self, results: list[list[Hypothesis]]) -> list[SearchTree]:
+        for tree, hyps in zip(self.trees, results, strict=True):
+            tree.nbest = [h.node for h in hyps if h.node is not None]
+            for rank, node_id in enumerate(tree.nbest):
+                tree.nodes[node_id].rank = rank
+            if tree.nbest:
+                for node in [tree.nodes[0], *tree.path(tree.nbest[0])]:
+                    node.best = True
+        return self.trees
 
 
 def _finish(
@@ -259,3 +577,97 @@ def _finish(
         log_prob=log_prob,
         weights=weights,
     )
+
+
+@torch.no_grad()
+def alternatives(
+    model: torch.nn.Module,
+    src: Tensor,
+    src_mask: Tensor,
+    prefix: Tensor | None = None,
+    *,
+    count: int = 5,
+    min_prob: float = 0.0,
+    beam_size: int = 1,
+    alpha: float = 0.6,
+    max_len_ratio: float = 2.0,
+    max_len: int | None = None,
+    need_weights: bool = False,
+) -> list[Hypothesis]:
+    """The `count` most likely next tokens after `prefix`, each completed by the usual
+    search (greedy, or beam search of `beam_size`): CTranslate2's `return_alternatives`.
+
+    One sentence. The prefix is read once; the alternatives are its state copied `count`
+    times, each with its token forced, and searched as one batch. An alternative whose
+    probability is below `min_prob` is not expanded (CTranslate2's
+    `min_alternative_expansion_prob`), but the most likely one always is. EOS among them
+    is an output that ends after the prefix. Each hypothesis' score and log-probability
+    are those of its whole output (prefix, alternative token and completion: what
+    `attnmt score` gives it); they come in the order of the tokens' probability.
+
+    Shapes:
+        src, src_mask: (1, S); prefix: (1, P)
+    """
+    if src.size(0) != 1:
+        raise ValueError(f"alternatives are searched for one sentence at a time, got {src.size(0)}")
+    if count < 1:
+        raise ValueError(f"count must be at least 1, got {count}")
+    start = begin(model, src, src_mask, prefix, need_weights=need_weights)
+    checkpoint()
+    logits, state, step_weights = model.step(
+        start.prev, start.state, start.memory, need_weights=need_weights
+    )
+    log_probs = torch.log_softmax(logits.float(), dim=-1)[0]
+    log_probs[list(NEVER_EMITTED)] = float("-inf")
+    top, tokens = log_probs.topk(min(count, log_probs.numel() - len(NEVER_EMITTED)))
+    cut = math.log(min_prob) if min_prob > 0 else float("-inf")
+    chosen = [
+        (int(token), float(lp))
+        for i, (token, lp) in enumerate(zip(tokens.tolist(), top.tolist(), strict=True))
+        if (i == 0 or lp >= cut) and lp > float("-inf")
+    ]
+    row_weights = None if not need_weights else step_weights.float().cpu()[:, None]  # (1, 1, ...)
+    prefix_weights = start.weights if need_weights else None
+    both = row_weights  # the prefix's rows and the alternative's, (1, P + 1, ...)
+    if row_weights is not None and prefix_weights is not None:
+        both = torch.cat([prefix_weights, row_weights], dim=1)
+    out: list[Hypothesis | None] = [None] * len(chosen)
+    searched = [i for i, (token, _) in enumerate(chosen) if token != EOS]
+    for i, (token, lp) in enumerate(chosen):
+        if token == EOS:  # the output ends after the prefix
+            total = float(start.log_prob[0]) + lp
+            out[i] = Hypothesis(
+                tokens=start.tokens[0].tolist(),
+                score=total / float(length_penalty(start.length + 1, alpha)),
+                log_prob=total,
+                weights=None if both is None else both[0].clone(),
+            )
+    if searched:
+        rows = torch.zeros(len(searched), dtype=torch.long, device=src.device)
+        forced = torch.tensor([chosen[i][0] for i in searched], device=src.device)
+        forced_lp = torch.tensor([chosen[i][1] for i in searched], device=src.device)
+        branch = Start(
+            memory=start.memory.select(rows),
+            state=state.select(rows),
+            prev=forced,
+            tokens=torch.cat([start.tokens[rows], forced[:, None]], dim=1),
+            token_log_probs=torch.cat([start.token_log_probs[rows], forced_lp[:, None]], dim=1),
+            log_prob=start.log_prob[rows] + forced_lp,
+            weights=None if both is None else both[rows.cpu()],
+        )
+        options = dict(
+            alpha=alpha, max_len_ratio=max_len_ratio, max_len=max_len, need_weights=need_weights
+        )
+        masks = src_mask[rows]
+        if beam_size == 1:
+            done = greedy(model, src[rows], masks, start=branch, **options)
+        else:
+            done = [
+                hyps[0]
+                for hyps in beam_search(
+                    model, src[rows], masks, beam_size=beam_size, start=branch, **options
+                )
+            ]
+        for i, hyp in zip(searched, done, strict=True):
+            out[i] = hyp
+    return [h for h in out if h is not None]
