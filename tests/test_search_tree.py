@@ -2,10 +2,12 @@
 tiny random models of each family: the tree is the search that ran, a forced prefix is
 honoured and scored as `attnmt score` scores it, alternatives are the next tokens' best."""
 
+import itertools
 import math
 
 import pytest
 import torch
+from tests.test_decode import RANDOM_MODELS, _random_model
 
 from attnmt.data import EOS, pad_batch
 from attnmt.inference import beam_search, forced_weights, greedy
@@ -20,7 +22,6 @@ from attnmt.inference.search import (
     alternatives,
     begin,
 )
-from tests.test_decode import RANDOM_MODELS, _random_model
 
 CPU = torch.device("cpu")
 SOURCES = [[4, 5, 6, 7, 8], [9, 10, 4], [4]]
@@ -46,7 +47,7 @@ def test_the_tree_is_the_search_that_ran(name):
     # Recording changes nothing in what the search finds.
     assert [[h.tokens for h in n] for n in hyps] == [[h.tokens for h in n] for n in plain]
     pruned_seen = 0
-    for source, nbest, tree in zip(SOURCES, hyps, trees, strict=True):
+    for _source, nbest, tree in zip(SOURCES, hyps, trees, strict=True):
         nodes = tree.nodes
         assert nodes[0].status == ROOT and nodes[0].parent is None
         for node in nodes[1:]:  # parents exist, one level up, made before their children
@@ -118,7 +119,7 @@ def test_greedy_tree_is_a_path_equal_to_greedy_output(name):
     for hyp, tree in zip(plain, trees, strict=True):
         spine = [n for n in tree.nodes if n.status in (ROOT, KEPT, FINISHED)]
         assert [n.depth for n in spine] == list(range(len(spine)))
-        assert all(b.parent == a.id for a, b in zip(spine, spine[1:], strict=False))
+        assert all(b.parent == a.id for a, b in itertools.pairwise(spine))
         assert [n.token for n in spine[1:]] == [*hyp.tokens, EOS]
         assert spine[-1].score == pytest.approx(hyp.score, abs=1e-5)
 
@@ -188,7 +189,7 @@ def test_a_prefix_is_read_once_and_recorded_as_forced():
     expected = forced_weights(model, [(SOURCES[0], [7, 8])])[0][:2]
     torch.testing.assert_close(start.weights[0], expected, atol=1e-5, rtol=0)
     trees = []
-    (hyps,) = beam_search(
+    (_hyps,) = beam_search(
         model, src, mask, beam_size=3, start=start, trees=trees, need_weights=True
     )
     forced = [n for n in trees[0].nodes if n.status == FORCED]
