@@ -205,8 +205,9 @@ def test_alternatives_are_the_next_tokens_each_completed_and_scored_whole(name, 
     source = SOURCES[0]
     src, mask = _batch([source])
     prefix = torch.tensor([[6]])
-    alts = alternatives(model, src, mask, prefix, count=4, beam_size=beam, need_weights=True)
-    assert len(alts) == 4
+    found = alternatives(model, src, mask, prefix, count=4, beam_size=beam, need_weights=True)
+    assert len(found) == 4
+    alts = [hyp for _, _, hyp in found]
     start = begin(model, src, mask, prefix)
     with torch.no_grad():
         logits, _, _ = model.step(start.prev, start.state, start.memory)
@@ -215,6 +216,8 @@ def test_alternatives_are_the_next_tokens_each_completed_and_scored_whole(name, 
     assert len(set(nexts)) == 4
     expected = [float(log_probs[t]) for t in nexts]
     assert expected == sorted(expected, reverse=True)  # most likely first
+    assert [t for t, _, _ in found] == nexts
+    assert [lp for _, lp, _ in found] == pytest.approx(expected, abs=1e-5)
     for hyp in alts:
         assert hyp.tokens[0] == 6
         (scored,) = score_pairs(model, [(source, hyp.tokens)])

@@ -10,7 +10,10 @@ line; `--plot DIR` also draws each sentence's attention. The translating itself 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,6 +74,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a prompt: translate each line typed as soon as it is entered; Ctrl-D ends",
     )
     add_decoding_arguments(parser, quantize=True, ensemble=True)
+    group = parser.add_argument_group("the search: see it and steer it (docs/decoding.md)")
+    group.add_argument(
+        "--prefix",
+        action="store_true",
+        help="each input line is 'source<TAB>prefix': the translation begins with the "
+        "prefix (split into subwords as the tokenizer splits text), the rest is searched; "
+        "a line without a TAB, or with an empty prefix, is translated as usual",
+    )
+    group.add_argument(
+        "--search-json",
+        metavar="FILE",
+        help="also write the whole search to FILE, one JSON object per input line: every "
+        "candidate of every step with its parent, scores, fate (kept, pruned, finished, "
+        "ended, forced), rejected next subwords and attention row",
+    )
+    group.add_argument(
+        "--alternatives",
+        type=int,
+        metavar="N",
+        help="the N most likely next subwords after the prefix (at the start without "
+        "--prefix), each completed by the search: N lines 'i ||| translation ||| score "
+        "||| subword ||| probability' per input line (with --alignments json: an "
+        "'alternatives' list)",
+    )
+    group.add_argument(
+        "--min-alternative-prob",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="with --alternatives: leave out subwords less likely than P (0-1); the most "
+        "likely is always kept (CTranslate2's min_alternative_expansion_prob)",
+    )
     add_explain_arguments(parser)
     group = parser.add_argument_group("alignments and plots")
     group.add_argument(
@@ -109,6 +144,18 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.threshold is not None and not 0.0 < args.threshold <= 1.0:
         raise UserError(f"--threshold must be in (0, 1], got {args.threshold}")
+    if args.alternatives is not None:
+        if args.alternatives < 1:
+            raise UserError(f"--alternatives must be at least 1, got {args.alternatives}")
+        if args.n_best > 1:
+            raise UserError("--alternatives and --n-best each list several outputs; use one")
+    if not 0.0 <= args.min_alternative_prob <= 1.0:
+        raise UserError(
+            f"--min-alternative-prob must be between 0 and 1, got {args.min_alternative_prob}"
+        )
+    same = args.search_json is not None and args.output is not None
+    if same and Path(args.search_json).resolve() == Path(args.output).resolve():
+        raise UserError("--search-json and -o name the same file; give two files")
     if args.interactive and args.input != "-":
         raise UserError("--interactive reads standard input; leave out the FILE argument")
     # A terminal on standard input and no file: a person is typing, so prompt.
@@ -117,7 +164,8 @@ def run(args: argparse.Namespace) -> int:
     session = _Session(loaded, args)
     # Read everything before opening the output, so `-o` may name the input file.
     lines = [] if interactive else read_lines(args.input)
-    with open_output(args.output) as out:
+    with open_output(args.output) as out, _search_output(args.search_json) as searches:
+        session.searches = searches
         if interactive:
             session.interactive(out)
             return 0
@@ -134,8 +182,31 @@ def run(args: argparse.Namespace) -> int:
                 for text in session.translate(chunk, first_line=start + 1, progress=bar):
                     out.write(text + "\n")
                 out.flush()
+                if searches is not None:
+                    searches.flush()
     session.report_truncated()
     return 0
+
+
+@contextlib.contextmanager
+def _search_output(path: str | None):
+    """The --search-json file (None without it), written whole or not at all: into a
+    temporary file beside it, renamed when translating ended without an error."""
+    if path is None:
+        yield None
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise UserError(f"--search-json {path} is a directory; give a file name")
+    if not target.parent.is_dir():
+        raise UserError(f"--search-json {path}: the folder {target.parent} does not exist")
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        with open(partial, "w", encoding="utf-8") as handle:
+            yield handle
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 class _Session:
@@ -155,17 +226,40 @@ class _Session:
             align_layer=args.align_layer,
             align_head=args.align_head,
             align_offset=args.align_offset,
-            need_weights=bool(args.alignments or args.plot),
+            # The search's nodes carry their attention rows when the model has attention.
+            need_weights=bool(
+                args.alignments
+                or args.plot
+                or (args.search_json and getattr(loaded.model, "uses_attention", True))
+            ),
             threshold=args.threshold,
             explain=args.explain,
             ig_steps=args.ig_steps,
+            record_search=args.search_json is not None,
         )
+        self.searches: TextIO | None = None  # the --search-json file
         self.limit = self.translator.limit
         self.truncated: list[tuple[int, int]] = []  # (line number, subwords before the cut)
 
     def translate(self, lines: Sequence[str], *, first_line: int, progress=None) -> list[str]:
         """Output text for input `lines` (numbered from `first_line`), one for each."""
-        sentences = self.translator.translate(lines, first_line=first_line, progress=progress)
+        prefixes = None
+        if self.args.prefix:
+            split = [line.split("\t", 1) for line in lines]
+            lines = [parts[0] for parts in split]
+            prefixes = [parts[1] if len(parts) > 1 else None for parts in split]
+        sentences = self.translator.translate(
+            lines, first_line=first_line, progress=progress, prefixes=prefixes
+        )
+        if self.args.alternatives is not None:
+            for sentence in sentences:
+                self.translator.alternatives(
+                    sentence, self.args.alternatives, self.args.min_alternative_prob
+                )
+        if self.searches is not None:
+            for sentence in sentences:
+                self.searches.write(json.dumps(self._search(sentence), ensure_ascii=False))
+                self.searches.write("\n")
         for sentence in sentences:
             if sentence.truncated:
                 self.truncated.append((sentence.line, len(self.vocab.src.encode(sentence.source))))
@@ -211,12 +305,28 @@ class _Session:
         )
         self.truncated = []
 
+    def _search(self, sentence: Sentence) -> dict:
+        """The --search-json line of a sentence (a blank line's search is null)."""
+        result = sentence.translation
+        return {
+            "line": sentence.line,
+            "source": sentence.source,
+            "translation": "" if result is None else result.text,
+            "search": None
+            if result is None
+            else self.translator.search_record(sentence, heads=True),
+        }
+
     def _format(self, sentence: Sentence) -> str:
         result = sentence.translation
         if result is not None and self.args.plot:
             self._plot(sentence)
         if self.args.alignments == "json":
-            return json.dumps(self.translator.record(sentence), ensure_ascii=False)
+            record = self.translator.record(sentence)
+            record.pop("search", None)  # in --search-json's file, not on every line
+            return json.dumps(record, ensure_ascii=False)
+        if self.args.alternatives is not None:
+            return self._alternative_lines(sentence)
         if self.args.n_best > 1:
             return self._nbest_lines(sentence)
         if self.args.alignments == "pharaoh":
@@ -224,6 +334,17 @@ class _Session:
                 return "\t"
             return f"{result.text}\t{format_pharaoh(self.translator.words(sentence).links)}"
         return "" if result is None else result.text
+
+    def _alternative_lines(self, sentence: Sentence) -> str:
+        """`i ||| translation ||| score ||| subword ||| probability`, one per alternative."""
+        rows = []
+        for alt in sentence.alternatives or []:
+            piece = self.vocab.tgt.id_pieces([alt.token])[0]
+            rows.append(
+                f"{sentence.line - 1} ||| {alt.translation.text} ||| "
+                f"{alt.translation.score:.4f} ||| {piece} ||| {math.exp(alt.log_prob):.4f}"
+            )
+        return "\n".join(rows or [f"{sentence.line - 1} ||| ||| 0.0000 ||| ||| 0.0000"])
 
     def _nbest_lines(self, sentence: Sentence) -> str:
         """Moses n-best lines `i ||| translation ||| score [||| links]`, i from 0."""

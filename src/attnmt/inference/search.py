@@ -593,7 +593,7 @@ def alternatives(
     max_len_ratio: float = 2.0,
     max_len: int | None = None,
     need_weights: bool = False,
-) -> list[Hypothesis]:
+) -> list[tuple[int, float, Hypothesis]]:
     """The `count` most likely next tokens after `prefix`, each completed by the usual
     search (greedy, or beam search of `beam_size`): CTranslate2's `return_alternatives`.
 
@@ -603,7 +603,8 @@ def alternatives(
     `min_alternative_expansion_prob`), but the most likely one always is. EOS among them
     is an output that ends after the prefix. Each hypothesis' score and log-probability
     are those of its whole output (prefix, alternative token and completion: what
-    `attnmt score` gives it); they come in the order of the tokens' probability.
+    `attnmt score` gives it). Returns (token, its log-probability after the prefix, the
+    completed hypothesis) for each, in the order of the tokens' probability.
 
     Shapes:
         src, src_mask: (1, S); prefix: (1, P)
@@ -670,4 +671,6 @@ def alternatives(
             ]
         for i, hyp in zip(searched, done, strict=True):
             out[i] = hyp
-    return [h for h in out if h is not None]
+    return [
+        (token, lp, hyp) for (token, lp), hyp in zip(chosen, out, strict=True) if hyp is not None
+    ]

@@ -15,6 +15,7 @@ line cannot exhaust memory: decoding time and memory grow with S x T.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -28,12 +29,20 @@ from attnmt.attention import ConcatScore, LocalPredictor
 from attnmt.config import IMAGE_MODELS
 from attnmt.data.alignments import format_pharaoh
 from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
-from attnmt.data.vocab import EOS
+from attnmt.data.vocab import BOS, EOS, PAD
 from attnmt.errors import UserError
 from attnmt.inference.alignment import WordView, source_words, target_words, word_view
 from attnmt.inference.attention_maps import aligning, labels, run_attention, select
 from attnmt.inference.runs import LoadedRun
-from attnmt.inference.search import Hypothesis, beam_search, greedy
+from attnmt.inference.search import (
+    Hypothesis,
+    Node,
+    SearchTree,
+    StepHook,
+    alternatives,
+    beam_search,
+    greedy,
+)
 
 
 @dataclass
@@ -46,6 +55,7 @@ class Translation:
     weights: Tensor | None = None  # (T, S) RNN, (T, L, H, S) Transformer
     nbest: list[Hypothesis] | None = None
     log_prob: float | None = None  # log P(tokens, EOS | source), before the length penalty
+    search: SearchTree | None = None  # the recorded search (`record_search`)
 
 
 @torch.no_grad()
@@ -62,8 +72,17 @@ def translate_ids(
     need_weights: bool = False,
     batch_tokens: int = DECODE_BATCH_TOKENS,
     progress=None,
+    prefixes: Sequence[Sequence[int] | None] | None = None,
+    record_search: bool = False,
+    on_step: StepHook | None = None,
 ) -> list[Translation]:
     """Translate source id lists (without EOS: it is added, as the batcher does) in batches.
+
+    `prefixes` (one id list or None per source): each output begins with its forced prefix
+    (sentences with prefixes of one length share a batch). `record_search` keeps each
+    sentence's `SearchTree` (greedy search is then beam search with K = 1, which finds the
+    same); `on_step(index, nodes)` is called with each step's new nodes, `index` the
+    source's position in `sources`.
 
     `decode_text(ids) -> str` detokenizes; `progress` (a tqdm bar or None) is advanced by
     the number of sentences in each batch. The output keeps the input order. An output
@@ -85,51 +104,90 @@ def translate_ids(
     budget = max(1, batch_tokens // max(1, beam_size))
     sources = [[*s, EOS] for s in sources]
     try:
-        for batch in batches_by_length([len(s) for s in sources], budget):
-            src, src_mask = pad_batch([sources[i] for i in batch], device)
-            if beam_size == 1 and n_best == 1:
-                hyps = [
-                    [h]
-                    for h in greedy(
+        for whole in batches_by_length([len(s) for s in sources], budget):
+            for batch in _by_prefix_length(whole, prefixes):
+                src, src_mask = pad_batch([sources[i] for i in batch], device)
+                prefix = None
+                if prefixes is not None and prefixes[batch[0]]:
+                    prefix = torch.tensor([list(prefixes[i]) for i in batch], device=device)
+                trees: list[SearchTree] | None = [] if record_search else None
+                hook = None
+                if on_step is not None:
+                    hook = _batch_hook(on_step, batch)
+                if beam_size == 1 and n_best == 1 and trees is None and hook is None:
+                    hyps = [
+                        [h]
+                        for h in greedy(
+                            model,
+                            src,
+                            src_mask,
+                            alpha=alpha,
+                            max_len_ratio=max_len_ratio,
+                            max_len=max_len,
+                            need_weights=need_weights,
+                            prefix=prefix,
+                        )
+                    ]
+                else:
+                    hyps = beam_search(
                         model,
                         src,
                         src_mask,
+                        beam_size=beam_size,
                         alpha=alpha,
+                        n_best=n_best,
                         max_len_ratio=max_len_ratio,
                         max_len=max_len,
                         need_weights=need_weights,
+                        prefix=prefix,
+                        trees=trees,
+                        on_step=hook,
                     )
-                ]
-            else:
-                hyps = beam_search(
-                    model,
-                    src,
-                    src_mask,
-                    beam_size=beam_size,
-                    alpha=alpha,
-                    n_best=n_best,
-                    max_len_ratio=max_len_ratio,
-                    max_len=max_len,
-                    need_weights=need_weights,
-                )
-            for index, nbest in zip(batch, hyps, strict=True):
-                # Weights cover the batch's padded width: keep this sentence's S columns.
-                width = len(sources[index])
-                nbest = [_trim(h, width) for h in nbest]
-                best = nbest[0]
-                results[index] = Translation(
-                    text=decode_text(best.tokens),
-                    tokens=best.tokens,
-                    score=best.score,
-                    weights=best.weights,
-                    nbest=nbest if n_best > 1 else None,
-                    log_prob=best.log_prob,
-                )
+                _keep(results, batch, hyps, trees, sources, decode_text, n_best)
             if progress is not None:
-                progress.update(len(batch))
+                progress.update(len(whole))
     finally:
         model.train(was_training)
     return [r for r in results if r is not None]
+
+
+def _by_prefix_length(batch: list[int], prefixes) -> list[list[int]]:
+    """The batch split so that the sentences of each part have prefixes of one length."""
+    if prefixes is None:
+        return [batch]
+    parts: dict[int, list[int]] = {}
+    for i in batch:
+        parts.setdefault(len(prefixes[i] or ()), []).append(i)
+    return list(parts.values())
+
+
+def _batch_hook(on_step: StepHook, batch: list[int]) -> StepHook:
+    """The search's step hook (sentence = position in the batch) as the caller's (index)."""
+    return lambda b, nodes: on_step(batch[b], nodes)
+
+
+def _keep(results, batch, hyps, trees, sources, decode_text, n_best) -> None:
+    """Store a batch's hypotheses (and trees) as `Translation`s at their sources' places."""
+    for position, (index, nbest) in enumerate(zip(batch, hyps, strict=True)):
+        # Weights cover the batch's padded width: keep this sentence's S columns.
+        width = len(sources[index])
+        nbest = [_trim(h, width) for h in nbest]
+        best = nbest[0]
+        tree = None
+        if trees is not None:
+            tree = trees[position]
+            for node in tree.nodes:
+                if node.weights is not None:
+                    node.weights = node.weights[..., :width].clone()
+        results[index] = Translation(
+            text=decode_text(best.tokens),
+            tokens=best.tokens,
+            score=best.score,
+            weights=best.weights,
+            nbest=nbest if n_best > 1 else None,
+            log_prob=best.log_prob,
+            search=tree,
+        )
 
 
 def _trim(hyp: Hypothesis, width: int) -> Hypothesis:
@@ -139,6 +197,7 @@ def _trim(hyp: Hypothesis, width: int) -> Hypothesis:
     return replace(hyp, weights=hyp.weights[..., :width].clone())
 
 
+NOT_WORDS = (PAD, BOS, EOS)  # ids a prefix cannot force
 QUANTIZATIONS = ("int8",)
 # Modules that read their linear maps' weight matrices themselves (a slice of W_a, F.linear
 # in fp32), which a quantised linear map no longer has: their maps stay fp32.
@@ -228,6 +287,17 @@ class Sentence:
     translation: Translation | None = None
     truncated: bool = False  # the source was cut to `Translator.limit` subwords
     explanation: Any = None  # `attnmt.explain.Explanation` of the best translation, if asked
+    prefix: list[int] | None = None  # the target subwords forced at the start, if any
+    alternatives: list[Alternative] | None = None  # `Translator.alternatives`' answer
+
+
+@dataclass
+class Alternative:
+    """A subword that could follow a sentence's prefix, and the translation it leads to."""
+
+    token: int
+    log_prob: float  # the subword's log-probability after the prefix
+    translation: Translation  # prefix, subword and completion, scored whole
 
 
 class Translator:
@@ -256,8 +326,10 @@ class Translator:
         threshold: float | None = None,
         explain: str | None = None,
         ig_steps: int = 32,
+        record_search: bool = False,
     ) -> None:
         self.loaded = loaded
+        self.record_search = record_search
         self.vocab = loaded.vocab
         self.beam, self.alpha, self.n_best = beam, alpha, n_best
         self.max_len_ratio, self.batch_tokens = max_len_ratio, batch_tokens
@@ -280,17 +352,39 @@ class Translator:
         self.limit = source_limit(loaded.cfg.model, max_source_len)
 
     def translate(
-        self, lines: Sequence[str], *, first_line: int = 1, progress=None
+        self,
+        lines: Sequence[str],
+        *,
+        first_line: int = 1,
+        progress=None,
+        prefixes: Sequence[str | Sequence[int] | None] | None = None,
+        on_step: StepHook | None = None,
     ) -> list[Sentence]:
-        """One `Sentence` for each of `lines` (numbered from `first_line`), in order."""
+        """One `Sentence` for each of `lines` (numbered from `first_line`), in order.
+
+        `prefixes` (one per line: text, target ids, or None): the translation begins with
+        it; text is split into the model's subwords as the tokenizer splits a sentence.
+        `on_step(index, nodes)`: each search step's new nodes as they are made, `index`
+        the line's position in `lines` (the search is recorded, see `record_search`).
+        """
         sentences = [
             Sentence(first_line + i, " ".join(line.split())) for i, line in enumerate(lines)
         ]
+        if prefixes is not None:
+            if len(prefixes) != len(lines):
+                raise ValueError(f"{len(prefixes)} prefixes for {len(lines)} lines")
+            for sentence, prefix in zip(sentences, prefixes, strict=True):
+                sentence.prefix = self.prefix_ids(prefix)
         todo = [s for s in sentences if s.source]
         for sentence in todo:
             ids = self.vocab.src.encode(sentence.source)
             sentence.truncated = len(ids) > self.limit
             sentence.ids = ids[: self.limit]
+        hook = None
+        if on_step is not None:
+            where = {id(s): i for i, s in enumerate(sentences)}
+            places = [where[id(s)] for s in todo]
+            hook = lambda i, nodes: on_step(places[i], nodes)  # noqa: E731
         results = translate_ids(
             self.loaded.model,
             [s.ids for s in todo],
@@ -303,12 +397,85 @@ class Translator:
             need_weights=self.need_weights and self.explain is None,  # else replaced
             batch_tokens=self.batch_tokens,
             progress=progress,
+            prefixes=None if prefixes is None else [s.prefix for s in todo],
+            record_search=self.record_search or on_step is not None,
+            on_step=hook,
         )
         for sentence, result in zip(todo, results, strict=True):
             sentence.translation = result
         if self.explain is not None:
             self._explain(todo)
         return sentences
+
+    def prefix_ids(self, prefix: str | Sequence[int] | None) -> list[int] | None:
+        """A prefix as target subword ids: text split as the tokenizer splits a sentence,
+        or ids checked against the vocabulary (no PAD, BOS or EOS: not words)."""
+        if prefix is None:
+            return None
+        if isinstance(prefix, str):
+            text = " ".join(prefix.split())
+            return self.vocab.tgt.encode(text) if text else None
+        ids = [int(i) for i in prefix]
+        size = self.vocab.tgt.size
+        bad = [i for i in ids if not 0 <= i < size or i in NOT_WORDS]
+        if bad:
+            raise UserError(
+                f"prefix token {bad[0]} is not a word of this model's target vocabulary: "
+                f"give ids from 4 to {size - 1} (or 1, unknown), or the prefix as text"
+            )
+        return ids or None
+
+    def alternatives(
+        self, sentence: Sentence, count: int = 5, min_prob: float = 0.0
+    ) -> list[Alternative]:
+        """The `count` most likely next subwords after the sentence's prefix (none: at the
+        start), each completed by this translator's search (its beam), scored whole; the
+        answer is also kept as `sentence.alternatives`. CTranslate2's `return_alternatives`
+        and `min_alternative_expansion_prob` (`attnmt.inference.search.alternatives`)."""
+        if not sentence.source:
+            sentence.alternatives = []
+            return []
+        if not sentence.ids:
+            sentence.ids = self.vocab.src.encode(sentence.source)[: self.limit]
+        model = self.loaded.model
+        device = next(model.parameters()).device
+        src, src_mask = pad_batch([[*sentence.ids, EOS]], device)
+        prefix = None
+        if sentence.prefix:
+            prefix = torch.tensor([sentence.prefix], device=device)
+        was_training = model.training
+        model.eval()
+        try:
+            hyps = alternatives(
+                model,
+                src,
+                src_mask,
+                prefix,
+                count=count,
+                min_prob=min_prob,
+                beam_size=self.beam,
+                alpha=self.alpha,
+                max_len_ratio=self.max_len_ratio,
+                max_len=self.max_len if self.max_len is not None else model.max_output_tokens,
+                need_weights=self.need_weights,
+            )
+        finally:
+            model.train(was_training)
+        sentence.alternatives = [
+            Alternative(
+                token,
+                log_prob,
+                Translation(
+                    text=self.vocab.tgt.decode(h.tokens),
+                    tokens=h.tokens,
+                    score=h.score,
+                    weights=None if h.weights is None else _trim(h, src.size(1)).weights,
+                    log_prob=h.log_prob,
+                ),
+            )
+            for token, log_prob, h in hyps
+        ]
+        return sentence.alternatives
 
     def _explain(self, sentences: Sequence[Sentence]) -> None:
         """With `explain`: every hypothesis's weights become the method's (T, S) matrix,
@@ -347,6 +514,38 @@ class Translator:
             target_words(self.vocab.tgt, hyp.tokens, text),
             threshold=self.threshold,
         )
+
+    def search_record(self, sentence: Sentence, *, heads: bool = False) -> dict[str, Any]:
+        """The sentence's recorded search as JSON-ready data (see `node_record`)."""
+        result = sentence.translation
+        if result is None or result.search is None:
+            raise ValueError("search_record() needs a translation made with record_search")
+        tree = result.search
+        return {
+            "beam": tree.beam,
+            "alpha": tree.alpha,
+            "source_pieces": labels(self.vocab.src, sentence.ids),
+            "nodes": [node_record(n, self.vocab.tgt, self.choice, heads=heads) for n in tree.nodes],
+            "nbest": list(tree.nbest),
+        }
+
+    def alternative_record(self, sentence: Sentence, alt: Alternative) -> dict[str, Any]:
+        """One of `alternatives`' answers as JSON-ready data: the subword after the prefix,
+        its probability there, the completed translation, its scores and attention."""
+        done = alt.translation
+        record: dict[str, Any] = {
+            "token": alt.token,
+            "piece": str(self.vocab.tgt.id_pieces([alt.token])[0]),
+            "prob": round(math.exp(alt.log_prob), 6),
+            "log_prob_token": round(alt.log_prob, 6),
+            "translation": done.text,
+            "score": round(done.score, 6),
+            "log_prob": round(done.log_prob or 0.0, 6),
+            "target_pieces": labels(self.vocab.tgt, done.tokens),
+        }
+        if done.weights is not None:
+            record["subword_weights"] = rounded_matrix(select(done.weights, self.choice))
+        return record
 
     def record(self, sentence: Sentence) -> dict[str, Any]:
         """Everything about one sentence as JSON-ready data (the `--alignments json` line)."""
@@ -393,6 +592,18 @@ class Translator:
             record["member_weights"] = [
                 rounded_matrix(result.weights[:, m]) for m in range(self.choice.members)
             ]
+        if sentence.prefix:
+            record["prefix"] = {
+                "text": self.vocab.tgt.decode(sentence.prefix),
+                "tokens": len(sentence.prefix),
+                "pieces": self.vocab.tgt.id_pieces(sentence.prefix),
+            }
+        if result.search is not None:
+            record["search"] = self.search_record(sentence)
+        if sentence.alternatives is not None:
+            record["alternatives"] = [
+                self.alternative_record(sentence, a) for a in sentence.alternatives
+            ]
         if result.nbest is not None:
             record["nbest"] = [
                 {
@@ -404,6 +615,43 @@ class Translator:
                 for h in result.nbest
             ]
         return record
+
+
+SEARCH_DIGITS = 4  # decimals of a search node's weights and scores in JSON
+
+
+def node_record(node: Node, tgt, choice, *, heads: bool = False) -> dict[str, Any]:
+    """One node of a recorded search as JSON-ready data (`--search-json`, the server's
+    "search" and its stream). `attention`: the row of the run's aligning map (`choice`);
+    with `heads`, a Transformer's every layer and head too (`attention_heads`, L×H×S)."""
+    d = SEARCH_DIGITS
+    record: dict[str, Any] = {
+        "id": node.id,
+        "parent": node.parent,
+        "depth": node.depth,
+        "token": node.token,
+        "piece": str(tgt.id_pieces([node.token])[0]),
+        "status": node.status,
+        "log_prob": round(node.log_prob, d),
+        "cum_log_prob": round(node.cum_log_prob, d),
+        "score": round(node.score, d),
+        "best": node.best,
+        "rank": node.rank,
+        "rejected": [
+            [str(piece), round(lp, d)]
+            for piece, (_, lp) in zip(
+                tgt.id_pieces([t for t, _ in node.rejected]), node.rejected, strict=True
+            )
+        ],
+        "attention": None,
+    }
+    if node.weights is not None:
+        record["attention"] = [round(float(w), d) for w in select(node.weights[None], choice)[0]]
+        if heads and node.weights.dim() == 3:
+            record["attention_heads"] = [
+                [[round(float(w), d) for w in head] for head in layer] for layer in node.weights
+            ]
+    return record
 
 
 def rounded_matrix(matrix) -> list[list[float]]:
