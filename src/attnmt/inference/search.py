@@ -129,7 +129,9 @@ class SearchTree:
         return out[::-1]
 
 
-StepHook = Callable[[int, list[Node]], None]  # (sentence index in the batch, its new nodes)
+# (sentence index in the batch, nodes): each step the nodes it expanded (sent before, now
+# with their `rejected` lists), then the nodes it made; by id, the last sent is the node.
+StepHook = Callable[[int, list[Node]], None]
 
 
 @dataclass
@@ -548,8 +550,9 @@ class _Recorder:
             ]
         if not ends:
             self.new_rows += kept + [None] * (k - len(kept))
-        if self.on_step is not None:
-            self.on_step(sentence, made)
+        if self.on_step is not None:  # the expanded nodes again: their `rejected` is new
+            expanded = sorted({p for p in self.rows[b * k : (b + 1) * k] if p is not None})
+            self.on_step(sentence, [tree.nodes[p] for p in expanded] + made)
 
     def next_rows(self, keep) -> None:
         self.rows = self.new_rows

@@ -359,6 +359,7 @@ class Translator:
         progress=None,
         prefixes: Sequence[str | Sequence[int] | None] | None = None,
         on_step: StepHook | None = None,
+        record: bool | None = None,
     ) -> list[Sentence]:
         """One `Sentence` for each of `lines` (numbered from `first_line`), in order.
 
@@ -366,6 +367,7 @@ class Translator:
         it; text is split into the model's subwords as the tokenizer splits a sentence.
         `on_step(index, nodes)`: each search step's new nodes as they are made, `index`
         the line's position in `lines` (the search is recorded, see `record_search`).
+        `record`: record the search or not this time (None: `record_search`).
         """
         sentences = [
             Sentence(first_line + i, " ".join(line.split())) for i, line in enumerate(lines)
@@ -398,7 +400,8 @@ class Translator:
             batch_tokens=self.batch_tokens,
             progress=progress,
             prefixes=None if prefixes is None else [s.prefix for s in todo],
-            record_search=self.record_search or on_step is not None,
+            record_search=(self.record_search if record is None else record)
+            or on_step is not None,
             on_step=hook,
         )
         for sentence, result in zip(todo, results, strict=True):

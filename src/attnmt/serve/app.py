@@ -17,6 +17,8 @@ once, at start.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import math
 import secrets
 import sys
@@ -28,14 +30,14 @@ import numpy as np
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnmt.data.images import canvas_text
 from attnmt.errors import UserError
-from attnmt.serve.decoding import RunDecoder, Settings
+from attnmt.serve.decoding import RunDecoder, Settings, clean_line
 from attnmt.serve.images import MAX_EXAMPLES, size_problem
 from attnmt.serve.schemas import (
     ErrorBody,
@@ -51,6 +53,7 @@ from attnmt.serve.schemas import (
     TranslateRequest,
     TranslateResponse,
 )
+from attnmt.serve.stream import StreamSink
 from attnmt.serve.worker import ClientGoneError, ModelWorker, Options, QueueFullError
 from attnmt.views.html import inline_assets
 
@@ -291,6 +294,16 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
                 f"{settings.max_lines:,} per request (--max-lines)",
             )
 
+    def queue_full(name: str) -> HTTPException:
+        worker = workers[name]
+        retry = max(1, min(60, math.ceil(worker.waiting * worker.seconds_per_job)))
+        return HTTPException(
+            503,
+            f"model {name!r} has {worker.capacity} requests waiting already "
+            f"(--queue-size); retry in {retry} s",
+            headers={"Retry-After": str(retry)},
+        )
+
     async def decode(name: str, lines: list[str], options: Options, request: Request):
         """The worker's results for `lines`, or None when the client has left; the queue's
         refusals become their HTTP errors."""
@@ -302,13 +315,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
                 lines, options, timeout=settings.timeout, disconnected=request.is_disconnected
             )
         except QueueFullError:
-            retry = max(1, min(60, math.ceil(worker.waiting * worker.seconds_per_job)))
-            raise HTTPException(
-                503,
-                f"model {name!r} has {worker.capacity} requests waiting already "
-                f"(--queue-size); retry in {retry} s",
-                headers={"Retry-After": str(retry)},
-            ) from None
+            raise queue_full(name) from None
         except TimeoutError:
             raise HTTPException(
                 504,
@@ -324,6 +331,17 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         "/api/translate", response_model=TranslateResponse, dependencies=api, responses=responses
     )
     async def translate(body: TranslateRequest, request: Request) -> TranslateResponse | Response:
+        name, lines, options = translate_checks(body)
+        results = await decode(name, lines, options, request)
+        if results is None:
+            return Response(status_code=499)
+        for number, result in enumerate(results, start=1):  # a shared batch counts on
+            result.line = number
+        return TranslateResponse(model=name, beam=options.beam, translations=results)
+
+    def translate_checks(body: TranslateRequest) -> tuple[str, list[str], Options]:
+        """The served run, the lines and the options of a translation request; what the
+        run cannot do is refused (HTTPException) before anything is queued."""
         name = decoder_named(body.model)
         decoder = decoders[name]
         if decoder.images is not None:
@@ -340,15 +358,74 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         drawable = decoder.has_attention or bool(explained)
         if not drawable and (body.alignments or body.weights):
             raise no_attention(name, "'alignments' or 'weights'")
-        beam = body.beam if body.beam is not None else settings.beam
-        alignments = drawable if body.alignments is None else body.alignments
-        options = Options(beam=beam, alignments=alignments, weights=body.weights, **explained)
-        results = await decode(name, lines, options, request)
-        if results is None:
-            return Response(status_code=499)
-        for number, result in enumerate(results, start=1):  # a shared batch counts on
-            result.line = number
-        return TranslateResponse(model=name, beam=beam, translations=results)
+        return name, lines, translate_options(body, drawable, explained)
+
+    def translate_options(body: TranslateRequest, drawable: bool, explained) -> Options:
+        prefix = body.prefix
+        if isinstance(prefix, str):
+            prefix, error = clean_line(prefix, settings.max_line_chars)
+            if error is not None:
+                raise HTTPException(422, f"prefix: {error}")
+            prefix = prefix or None
+        elif prefix is not None:
+            prefix = tuple(prefix) or None
+        return Options(
+            beam=body.beam if body.beam is not None else settings.beam,
+            alignments=drawable if body.alignments is None else body.alignments,
+            weights=body.weights,
+            search=body.search,
+            prefix=prefix,
+            alternatives=body.alternatives or 0,
+            min_alternative_prob=body.min_alternative_prob,
+            **explained,
+        )
+
+    @app.post(
+        "/api/translate/stream",
+        dependencies=api,
+        responses={
+            200: {
+                "content": {"text/event-stream": {}},
+                "description": "Server-Sent Events: 'start' (the source subwords), one 'step' "
+                "per decoding step (the search's new nodes, as in 'search'), then 'done' (the "
+                "answer of POST /api/translate, search included) or 'error' ({detail})",
+            },
+            **responses,
+        },
+    )
+    async def translate_stream(body: TranslateRequest, request: Request) -> Response:
+        """One sentence (`text`) translated step by step, each step sent as it is decoded.
+        Refusals (404, 413, 422, 503) come before the stream, as HTTP statuses; leaving
+        (closing the connection, `AbortController.abort()` in a page) stops the decoding."""
+        if body.text is None:
+            raise HTTPException(422, "a stream translates one sentence: send 'text', not 'lines'")
+        name, lines, options = translate_checks(body)
+        if body.explain is not None:
+            raise HTTPException(
+                422, "explanations are not streamed; ask POST /api/translate for them"
+            )
+        decoder, worker = decoders[name], workers[name]
+        sink = StreamSink(asyncio.get_running_loop())
+        options = dataclasses.replace(options, search=True, sink=sink)
+        if problem := decoder.over_budget(lines, options):
+            raise HTTPException(413, problem)
+        try:
+            job = worker.open(lines, options, timeout=settings.timeout)
+        except QueueFullError:
+            raise queue_full(name) from None
+        sink.put("start", {"model": name, "beam": options.beam, **decoder.source_of(lines[0])})
+        return StreamingResponse(
+            sink.events(
+                worker,
+                job,
+                lambda results: TranslateResponse(
+                    model=name, beam=options.beam, translations=results
+                ),
+                disconnected=request.is_disconnected,
+            ),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
 
     @app.post("/api/score", response_model=ScoreResponse, dependencies=api, responses=responses)
     async def score(body: ScoreRequest, request: Request) -> ScoreResponse | Response:

@@ -32,12 +32,13 @@ from attnmt.inference.attention_maps import (
     select,
 )
 from attnmt.inference.scoring import score_pairs
-from attnmt.inference.translator import rounded_matrix
+from attnmt.inference.translator import node_record, rounded_matrix
 from attnmt.models.vision import cell_boxes
 from attnmt.serve.budget import LineSize, refusal
 from attnmt.serve.images import ImageRun
 from attnmt.serve.schemas import (
     MAX_BEAM,
+    AlternativeResult,
     AttentionInfo,
     AttentionMap,
     BestDev,
@@ -46,7 +47,9 @@ from attnmt.serve.schemas import (
     Limits,
     LineResult,
     ModelInfo,
+    PrefixInfo,
     ScoreResult,
+    SearchRecord,
 )
 from attnmt.serve.worker import Options
 
@@ -197,7 +200,8 @@ class RunDecoder:
         if options.explain is None:  # a search only: its bound needs no subwords counted
             if options.task == "score":
                 return None
-            if options.beam * len(lines) * self._output(None) <= settings.max_search_steps:
+            searches = options.beam * (1 + options.alternatives)  # each completed alike
+            if searches * len(lines) * self._output(None) <= settings.max_search_steps:
                 return None
         cells, what = None, "pairs" if options.task == "score" else "lines"
         if self.images is not None:
@@ -244,6 +248,18 @@ class RunDecoder:
             sizes.append(LineSize(length, self._output(length), explained))
         return sizes
 
+    def source_of(self, line: str) -> dict[str, Any]:
+        """A line as the run will read it: the text, its subwords (and </s>), and whether it
+        is cut (the start of a streamed answer)."""
+        translator = self._translator(self.settings.beam)
+        text, _ = clean_line(line, self.settings.max_line_chars)
+        ids = translator.vocab.src.encode(text) if text else []
+        return {
+            "source": text,
+            "source_pieces": labels(translator.vocab.src, ids[: translator.limit]),
+            "truncated": len(ids) > translator.limit,
+        }
+
     # --- translating ---------------------------------------------------------------------
 
     def __call__(
@@ -259,7 +275,24 @@ class RunDecoder:
             return self.images.results(translator, sentences, weights=options.weights)
         cleaned = [clean_line(line, self.settings.max_line_chars) for line in lines]
         good = [i for i, (_, error) in enumerate(cleaned) if error is None]
-        sentences = translator.translate([cleaned[i][0] for i in good])
+        prefix = options.prefix
+        on_step = None
+        if options.sink is not None:  # a streamed answer: each step's nodes as they come
+            sink = options.sink
+            on_step = lambda _, nodes: sink.put(  # noqa: E731
+                "step", step_event(translator, nodes)
+            )
+        sentences = translator.translate(
+            [cleaned[i][0] for i in good],
+            prefixes=None if prefix is None else [prefix] * len(good),
+            on_step=on_step,
+            record=options.search,
+        )
+        if options.alternatives:
+            for sentence in sentences:
+                translator.alternatives(
+                    sentence, options.alternatives, options.min_alternative_prob
+                )
         results = [
             LineResult(line=n + 1, source=text, translation="", error=error)
             for n, (text, error) in enumerate(cleaned)
@@ -333,6 +366,19 @@ class RunDecoder:
         why = sentence.explanation
         if why is not None:
             result.explanation = ExplanationInfo.of(why)
+        if sentence.prefix:
+            result.prefix = PrefixInfo(
+                text=vocab.tgt.decode(sentence.prefix),
+                tokens=len(sentence.prefix),
+                pieces=[str(p) for p in vocab.tgt.id_pieces(sentence.prefix)],
+            )
+        if options.search and done.search is not None:
+            result.search = SearchRecord(**translator.search_record(sentence))
+        if sentence.alternatives is not None:
+            result.alternatives = [
+                AlternativeResult(**translator.alternative_record(sentence, alt))
+                for alt in sentence.alternatives
+            ]
         if done.weights is None or not (options.alignments or options.weights):
             return result
         src = source_words(vocab.src, sentence.source, len(sentence.ids))
@@ -370,6 +416,14 @@ class RunDecoder:
     def _choices(self) -> list[AttentionChoice]:
         """Every map a client can ask for: the RNN's one; each layer's mean, then its heads."""
         return every_choice(self.default)
+
+
+def step_event(translator: Translator, nodes) -> dict[str, Any]:
+    """A streamed step: the nodes the search made (`attnmt.inference.search.Node`) as
+    JSON-ready data, the same as the final answer's `search.nodes` but for `best` and
+    `rank`, which only the end of the search knows."""
+    records = [node_record(n, translator.vocab.tgt, translator.choice) for n in nodes]
+    return {"depth": max((n["depth"] for n in records), default=0), "nodes": records}
 
 
 def _map_name(choice: AttentionChoice, why) -> str:

@@ -28,6 +28,7 @@ from attnmt.explain import METHODS, scale_of
 from attnmt.serve.validation import MAX_LEVEL, exactly_one, image_problem, whole
 
 MAX_BEAM = 16
+MAX_ALTERNATIVES = 16
 MAX_IG_STEPS = 256
 # Whole numbers, 5.0 as 5 (validation.py). The bounds come before the validator: after it,
 # or on a field of `Beam | None`, pydantic publishes them as "ge"/"le", which JSON Schema
@@ -84,11 +85,37 @@ class TranslateRequest(_Strict):
     )
     explain: str | None = EXPLAIN
     ig_steps: Whole = IG_STEPS
+    search: bool = Field(
+        False,
+        description="the whole search of each line: every candidate of every step with its "
+        "parent, scores, fate, rejected next subwords and attention row (docs/decoding.md)",
+    )
+    prefix: str | list[int] | None = Field(
+        None,
+        description="with text: the translation begins with this (text, split into subwords "
+        "as the tokenizer splits a sentence, or target subword ids); the rest is searched",
+        examples=["Au commencement"],
+    )
+    alternatives: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_ALTERNATIVES,
+        description="with text: the N most likely next subwords after the prefix (at the "
+        "start without one), each completed by the search and scored whole",
+    )
+    min_alternative_prob: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="leave out alternatives less likely than this; the most likely is kept",
+    )
 
     @model_validator(mode="after")
     def _one_input(self) -> TranslateRequest:
         if (self.text is None) == (self.lines is None):
             raise ValueError("give exactly one of 'text' (a sentence) or 'lines' (a list of them)")
+        if self.text is None and (self.prefix is not None or self.alternatives is not None):
+            raise ValueError("'prefix' and 'alternatives' go with 'text' (one sentence)")
         return self
 
 
@@ -188,6 +215,59 @@ class ExplanationInfo(BaseModel):
         )
 
 
+class SearchNode(BaseModel):
+    """One candidate of a recorded search: `piece` appended to its parent's hypothesis."""
+
+    id: int
+    parent: int | None = Field(description="the node it extends; null for the root")
+    depth: int = Field(description="subwords from the root (the root 0)")
+    token: int = Field(description="the subword's id (the root: <s>)")
+    piece: str
+    status: str = Field(
+        description="root, forced (a prefix subword), kept (extended at the next step), "
+        "pruned (lost the ranking at its step), finished (an </s> that ended a hypothesis), "
+        "ended (in the beam when the search stopped)"
+    )
+    log_prob: float = Field(description="the subword's log-probability")
+    cum_log_prob: float = Field(description="the hypothesis' log-probability, what beams rank")
+    score: float = Field(description="cum_log_prob over the length penalty of `depth` subwords")
+    best: bool = Field(description="on the path of the best finished hypothesis")
+    rank: int | None = Field(description="finished nodes: their place in the n-best list")
+    rejected: list[tuple[str, float]] = Field(
+        description="on an expanded node: its best next subwords that went nowhere, with "
+        "their log-probabilities"
+    )
+    attention: list[float] | None = Field(
+        description="the attention row that produced the subword (the aligning map)"
+    )
+
+
+class SearchRecord(BaseModel):
+    beam: int
+    alpha: float
+    source_pieces: list[str]
+    nodes: list[SearchNode]
+    nbest: list[int] = Field(description="ids of the returned hypotheses' finished nodes")
+
+
+class PrefixInfo(BaseModel):
+    text: str = Field(description="the forced prefix as text")
+    tokens: int = Field(description="how many subwords it is")
+    pieces: list[str]
+
+
+class AlternativeResult(BaseModel):
+    token: int
+    piece: str = Field(description="the subword after the prefix")
+    prob: float = Field(description="its probability there")
+    log_prob_token: float
+    translation: str = Field(description="prefix, subword and the search's completion")
+    score: float
+    log_prob: float = Field(description="log P of the whole output, as POST /api/score gives")
+    target_pieces: list[str]
+    subword_weights: list[list[float]] | None = None
+
+
 class LineResult(BaseModel):
     """What became of one input line."""
 
@@ -225,6 +305,9 @@ class LineResult(BaseModel):
     explanation: ExplanationInfo | None = Field(
         None, description="with explain: the method whose matrix the weights and links are"
     )
+    prefix: PrefixInfo | None = Field(None, description="the forced prefix, when one was given")
+    search: SearchRecord | None = Field(None, description="with search: true")
+    alternatives: list[AlternativeResult] | None = Field(None, description="with alternatives: N")
 
 
 class ScorePair(_Strict):

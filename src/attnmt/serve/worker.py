@@ -55,6 +55,12 @@ class Options:
     task: str = "translate"
     explain: str | None = None
     ig_steps: int = 32
+    search: bool = False  # record the search (`Translator.record_search`)
+    prefix: str | tuple[int, ...] | None = None  # forced at the start of every line
+    alternatives: int = 0  # N next subwords after the prefix, each completed
+    min_alternative_prob: float = 0.0
+    # A streamed job's `StreamSink`: compared by identity, so it never shares a batch.
+    sink: Any = None
 
 
 @dataclass(eq=False)
@@ -159,10 +165,21 @@ class ModelWorker:
         in each case (and on cancellation) the job no longer holds a place in the queue,
         and its decoding stops at the next checkpoint unless it shares a batch with a
         client still waiting (the job's deadline is `timeout` from now)."""
+        job = self.open(lines, options, timeout=timeout)
+        return await self.wait(job, disconnected=disconnected)
+
+    def open(self, lines: list[Any], options: Options, *, timeout: float) -> Job:
+        """Queue `lines` (raises `QueueFullError`) and return their job, to `wait` for;
+        a streamed answer opens its job before it starts answering."""
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + timeout
         job = Job(list(lines), options, loop.create_future(), loop, deadline)
         self.submit(job)
+        return job
+
+    async def wait(self, job: Job, *, disconnected=None) -> list[Any]:
+        """The results of an opened job (see `run`)."""
+        deadline = job.deadline
         try:
             while True:
                 left = deadline - time.monotonic()
