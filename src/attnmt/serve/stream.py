@@ -61,19 +61,25 @@ class StreamSink:
         # The worker settles the future with call_soon_threadsafe after the thread's last
         # put, so the end marker comes after every step event.
         job.future.add_done_callback(lambda _: self.queue.put_nowait((_END, None)))
+        checked = time.monotonic()
         try:
             while True:
-                left = job.deadline - time.monotonic()
+                now = time.monotonic()
+                left = job.deadline - now
                 if left <= 0:
                     yield event("error", {"detail": "the request took longer than the timeout"})
                     return
+                # Every POLL_SECONDS, busy or not: a server may drop what is sent to a
+                # client that has gone without telling the sender (uvicorn does).
+                if disconnected is not None and now - checked >= POLL_SECONDS:
+                    checked = now
+                    if await disconnected():
+                        return  # nobody reads on: the finally below stops the work
                 try:
                     kind, data = await asyncio.wait_for(
                         self.queue.get(), timeout=min(left, POLL_SECONDS)
                     )
                 except TimeoutError:
-                    if disconnected is not None and await disconnected():
-                        return  # nobody reads on: the finally below stops the work
                     continue
                 if kind is not _END:
                     yield event(kind, data)
