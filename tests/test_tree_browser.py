@@ -178,7 +178,7 @@ def test_hover_shows_details_and_the_other_tree_stays_empty(page):
     p = math.exp(node["log_prob"])
     assert f"{100 * p:.1f}%" in text and "kept" in text
     assert f"{node['cum_log_prob']:.3f}" in text and f"{node['score']:.3f}" in text
-    cells = details.locator(".attn-row .cell")
+    cells = details.locator(".attn-row .attn-cell")
     assert cells.all_inner_texts() == SOURCE
     weights = [float(w) for w in cells.evaluate_all("cs => cs.map(c => c.dataset.weight)")]
     assert weights == node["attention"]

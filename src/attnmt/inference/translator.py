@@ -600,6 +600,7 @@ class Translator:
                 "text": self.vocab.tgt.decode(sentence.prefix),
                 "tokens": len(sentence.prefix),
                 "pieces": self.vocab.tgt.id_pieces(sentence.prefix),
+                "ids": list(sentence.prefix),
             }
         if result.search is not None:
             record["search"] = self.search_record(sentence)

@@ -371,6 +371,7 @@ class RunDecoder:
                 text=vocab.tgt.decode(sentence.prefix),
                 tokens=len(sentence.prefix),
                 pieces=[str(p) for p in vocab.tgt.id_pieces(sentence.prefix)],
+                ids=list(sentence.prefix),
             )
         if options.search and done.search is not None:
             result.search = SearchRecord(**translator.search_record(sentence))

@@ -254,6 +254,7 @@ class PrefixInfo(BaseModel):
     text: str = Field(description="the forced prefix as text")
     tokens: int = Field(description="how many subwords it is")
     pieces: list[str]
+    ids: list[int] = Field(description="its subword ids (a 'prefix' to send again)")
 
 
 class AlternativeResult(BaseModel):

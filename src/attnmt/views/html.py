@@ -28,7 +28,12 @@ from importlib.resources import files
 from typing import Any
 
 CELL_PX = 22  # the interactive table's word-level cell (heatmap.css), so both look alike
-PLACEHOLDERS = {"/*@heatmap.js@*/": "heatmap.js", "/*@heatmap.css@*/": "heatmap.css"}
+PLACEHOLDERS = {
+    "/*@heatmap.js@*/": "heatmap.js",
+    "/*@heatmap.css@*/": "heatmap.css",
+    "/*@tree.js@*/": "tree.js",
+    "/*@tree.css@*/": "tree.css",
+}
 
 
 @cache

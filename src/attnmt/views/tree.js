@@ -52,12 +52,12 @@ const AttnmtTree = (() => {
 
   function legend() {
     const steps = [0, 0.25, 0.5, 0.75, 1];
-    return el('span', { class: 'legend' },
-      'p 0', el('span', { class: 'ramp', style: `background: linear-gradient(to right, ${steps.map((p) => `${probColour(p)} ${p * 100}%`).join(', ')})` }), '100%',
-      el('span', { class: 'key key-best', text: 'chosen' }),
-      el('span', { class: 'key key-forced', text: 'prefix' }),
-      el('span', { class: 'key key-finished', text: 'finished' }),
-      el('span', { class: 'key key-pruned', text: 'pruned' }));
+    return el('span', { class: 'tree-legend' },
+      'p 0', el('span', { class: 'tree-ramp', style: `background: linear-gradient(to right, ${steps.map((p) => `${probColour(p)} ${p * 100}%`).join(', ')})` }), '100%',
+      el('span', { class: 'tree-key key-best', text: 'chosen' }),
+      el('span', { class: 'tree-key key-forced', text: 'prefix' }),
+      el('span', { class: 'tree-key key-finished', text: 'finished' }),
+      el('span', { class: 'tree-key key-pruned', text: 'pruned' }));
   }
 
   function create(options = {}) {
@@ -67,7 +67,7 @@ const AttnmtTree = (() => {
     const details = el('div', { class: 'details', 'aria-live': 'polite' });
     const nbest = el('div', { class: 'nbest' });
     const root = el('div', { class: 'attnmt-tree', tabindex: -1 },
-      el('div', { class: 'controls' }, el('label', {}, pruneBox, ' show pruned'), legend()),
+      el('div', { class: 'tree-controls' }, el('label', {}, pruneBox, ' show pruned'), legend()),
       box, details, nbest);
     const t = {
       el: root, search: null, nodes: [], byId: new Map(), nodeEls: new Map(), edgeEls: new Map(),
@@ -213,7 +213,7 @@ const AttnmtTree = (() => {
       ];
       if (n.rank != null) rows.push(['n-best rank', String(Number(n.rank) + 1)]);
       const parts = [
-        el('div', { class: 'details-head' }, el('span', { class: 'piece', dir: 'auto', text: spaced(n.piece) || '(empty)' }),
+        el('div', { class: 'details-head' }, el('span', { class: 'node-piece', dir: 'auto', text: spaced(n.piece) || '(empty)' }),
           el('span', { class: 'raw', text: `${JSON.stringify(String(n.piece == null ? '' : n.piece))} · depth ${n.depth}` })),
         el('dl', { class: 'facts' }, ...rows.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: v })])),
       ];
@@ -227,12 +227,12 @@ const AttnmtTree = (() => {
         const cells = n.attention.map((w, i) => {
           const a = gamma(w);
           return el('span', {
-            class: 'cell', 'data-index': i, 'data-weight': String(w), title: `${num(w)}`,
+            class: 'attn-cell', 'data-index': i, 'data-weight': String(w), title: `${num(w)}`,
             style: `background-color: ${blue(a)}; color: ${a > 0.55 ? '#fff' : 'inherit'}`,
             text: src[i] != null ? src[i] : '',
           });
         });
-        parts.push(el('div', { class: 'attention' }, el('span', { class: 'what', text: 'attention over the source:' }),
+        parts.push(el('div', { class: 'node-attention' }, el('span', { class: 'what', text: 'attention over the source:' }),
           el('div', { class: 'attn-row', dir: 'ltr' }, ...cells)));
       }
       if (t.pinned === n.id && n.parent != null && n.status !== 'root') {
