@@ -86,6 +86,10 @@ class Model:
         layer: int | None = None,
         head: int | None = None,
         threshold: float | None = None,
+        search: bool = False,
+        prefix: str | Sequence[int] | None = None,
+        alternatives: int = 0,
+        min_alternative_prob: float = 0.0,
     ) -> Translated | Translations:
         """Translate one sentence (a `Translated`) or a list (`Translations`).
 
@@ -94,6 +98,12 @@ class Model:
         `explain` adds one or more explanation methods (attnmt.explain.METHODS) to the
         view, each drawn beside the attention as decoded; `ig_steps` is integrated
         gradients' step count.
+
+        `search=True` keeps the whole search (`.search`, drawn as a tree under the
+        heatmap); `prefix` (text, or target subword ids) forces the start of every
+        translation; `alternatives=N` adds the N likeliest next subwords after the prefix,
+        each completed by the search (`.alternatives`; below `min_alternative_prob` left
+        out, the likeliest always kept).
         """
         lines, single = _lines(text, "text")
         methods = [explain] if isinstance(explain, str) else list(explain or [])
@@ -112,7 +122,18 @@ class Model:
         )
         for method in methods:
             check_method(method, self.loaded.model, translator.choice)
-        sentences = translator.translate(lines)
+        if alternatives < 0 or not 0.0 <= min_alternative_prob <= 1.0:
+            raise UserError(
+                "alternatives must be 0 or more and min_alternative_prob between 0 and 1"
+            )
+        sentences = translator.translate(
+            lines,
+            prefixes=None if prefix is None else [prefix] * len(lines),
+            record=search,
+        )
+        if alternatives:
+            for sentence in sentences:
+                translator.alternatives(sentence, alternatives, min_alternative_prob)
         items = []
         for sentence in sentences:
             result = sentence.translation
@@ -185,6 +206,8 @@ class Model:
                 }
                 for h in result.nbest
             ]
+        # The prefix, the search and the alternatives as `attnmt translate` writes them.
+        record.update(translator.steering_record(sentence))
         return record
 
     # --- scoring and aligning -------------------------------------------------------------

@@ -400,8 +400,7 @@ class Translator:
             batch_tokens=self.batch_tokens,
             progress=progress,
             prefixes=None if prefixes is None else [s.prefix for s in todo],
-            record_search=(self.record_search if record is None else record)
-            or on_step is not None,
+            record_search=(self.record_search if record is None else record) or on_step is not None,
             on_step=hook,
         )
         for sentence, result in zip(todo, results, strict=True):
@@ -550,6 +549,25 @@ class Translator:
             record["subword_weights"] = rounded_matrix(select(done.weights, self.choice))
         return record
 
+    def steering_record(self, sentence: Sentence) -> dict[str, Any]:
+        """The sentence's "prefix", "search" and "alternatives", those it has."""
+        out: dict[str, Any] = {}
+        result = sentence.translation
+        if sentence.prefix:
+            out["prefix"] = {
+                "text": self.vocab.tgt.decode(sentence.prefix),
+                "tokens": len(sentence.prefix),
+                "pieces": self.vocab.tgt.id_pieces(sentence.prefix),
+                "ids": list(sentence.prefix),
+            }
+        if result is not None and result.search is not None:
+            out["search"] = self.search_record(sentence)
+        if sentence.alternatives is not None:
+            out["alternatives"] = [
+                self.alternative_record(sentence, a) for a in sentence.alternatives
+            ]
+        return out
+
     def record(self, sentence: Sentence) -> dict[str, Any]:
         """Everything about one sentence as JSON-ready data (the `--alignments json` line)."""
         result = sentence.translation
@@ -595,19 +613,7 @@ class Translator:
             record["member_weights"] = [
                 rounded_matrix(result.weights[:, m]) for m in range(self.choice.members)
             ]
-        if sentence.prefix:
-            record["prefix"] = {
-                "text": self.vocab.tgt.decode(sentence.prefix),
-                "tokens": len(sentence.prefix),
-                "pieces": self.vocab.tgt.id_pieces(sentence.prefix),
-                "ids": list(sentence.prefix),
-            }
-        if result.search is not None:
-            record["search"] = self.search_record(sentence)
-        if sentence.alternatives is not None:
-            record["alternatives"] = [
-                self.alternative_record(sentence, a) for a in sentence.alternatives
-            ]
+        record.update(self.steering_record(sentence))
         if result.nbest is not None:
             record["nbest"] = [
                 {

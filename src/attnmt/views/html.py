@@ -182,6 +182,22 @@ HYDRATE = """
     const picture = box.querySelector('.attnmt-static');
     picture.replaceWith(view.el);
     view.show(record);
+    const still = box.querySelector('.attnmt-search-static');
+    if (record.search && still && typeof AttnmtTree !== 'undefined') {
+      // No kernel to call from here: "Continue from here" shows the call that does it.
+      const call = box.querySelector('.attnmt-continue');
+      const tree = AttnmtTree.create({
+        onContinue: (node, path) => {
+          const ids = path.map((n) => n.token);
+          const beam = record.search.beam;
+          call.textContent = `model.translate(${JSON.stringify(record.source)}, ` +
+            `beam=${beam}, search=True, prefix=${JSON.stringify(ids)})`;
+          call.hidden = false;
+        },
+      });
+      still.replaceWith(tree.el);
+      tree.show(record.search);
+    }
   });
 })();
 """
@@ -234,14 +250,50 @@ def view_html(
             f'<div class="attnmt-static" style="overflow:auto;max-width:100%">'
             f"{static_table(record)}</div>"
         )
+        if record.get("search"):
+            parts.append(static_search(record))
         parts.append("</div>")
     parts.append("</div>")
     data = _json_for_script([_for_page(r) for r in records])
     parts.append(f'<script type="application/json" class="attnmt-data">{data}</script>')
-    script = asset("heatmap.js") + HYDRATE % {"id": json.dumps(uid)}
+    searched = any(r.get("search") for r in records)
+    if searched:  # the tree's component only where a search is shown
+        parts.insert(2, f"<style>{asset('tree.css')}</style>")
+    script = (
+        asset("heatmap.js")
+        + (asset("tree.js") if searched else "")
+        + HYDRATE % {"id": json.dumps(uid)}
+    )
     parts.append(f"<script>(() => {{\n{script}\n}})();</script>")
     parts.append("</div>")
     return "".join(parts)
+
+
+def static_search(record: dict[str, Any]) -> str:
+    """The search before any script: how big it was and its n-best list (the tree itself
+    is drawn by tree.js), then the place where "Continue from here" writes its call."""
+    search = record["search"]
+    nodes = {n["id"]: n for n in search["nodes"]}
+    counts: dict[str, int] = {}
+    for node in search["nodes"]:
+        counts[node["status"]] = counts.get(node["status"], 0) + 1
+    rows = []
+    for node_id in search["nbest"]:
+        pieces = []
+        node = nodes[node_id]
+        while node["parent"] is not None:
+            pieces.append(node["piece"])
+            node = nodes[node["parent"]]
+        text = "".join(p for p in reversed(pieces) if p != "</s>").replace("\u2581", " ").strip()
+        score = nodes[node_id]["score"]
+        rows.append(f'<li>{html.escape(text)} <span style="color:#57606a">{score:.3f}</span></li>')
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    return (
+        '<div class="attnmt-search-static" style="margin:0.5em 0;font-size:0.9em">'
+        f'<p style="margin:0.2em 0;color:#57606a">The search (beam {search["beam"]}): '
+        f"{html.escape(summary)}. Its n-best:</p><ol>{''.join(rows)}</ol></div>"
+        '<code class="attnmt-continue" hidden style="display:block;margin:0.3em 0"></code>'
+    )
 
 
 def _meta(record: dict[str, Any]) -> str:

@@ -150,6 +150,11 @@ class Translated(View):
     log_prob = property(lambda self: self.record.get("log_prob"))
     nbest = property(lambda self: self.record.get("nbest"))
     alignment = property(lambda self: self.record.get("alignment", ""))
+    # With translate(search=True / prefix= / alternatives=N): the recorded search (beam,
+    # source_pieces, nodes, nbest: docs/decoding.md), the forced prefix, the alternatives.
+    search = property(lambda self: self.record.get("search"))
+    prefix = property(lambda self: self.record.get("prefix"))
+    alternatives = property(lambda self: self.record.get("alternatives"))
 
     @property
     def links(self) -> list[tuple[int, int]]:
