@@ -80,6 +80,10 @@ def test_the_page_has_its_examples():
     assert any("Authorization: Bearer $ATTNMT_API_KEY" in c for c in commands)
     assert any("/api/score" in c and '"pairs"' in c for c in commands)
     assert any("/api/translate" in c and '"explain": "occlusion"' in c for c in commands)
+    assert any("/api/translate" in c and '"search": true' in c for c in commands)
+    steered = [c for c in commands if '"prefix"' in c and '"alternatives"' in c]
+    assert any("/api/translate" in c for c in steered)
+    assert any("/api/translate/stream" in c for c in commands)
     reads = [c for c in commands if "/api/read" in c]
     assert any("/api/examples" in c and "glimpses" in c for c in reads)
 
@@ -99,6 +103,13 @@ def test_curl_example(servers, command, shown):
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout.strip()
+    if "/api/translate/stream" in command:  # Server-Sent Events: start, steps, done
+        kinds = [line[len("event: ") :] for line in out.splitlines() if line.startswith("event: ")]
+        assert kinds[0] == "start" and kinds[-1] == "done" and "step" in kinds, kinds
+        assert shown is None or out.splitlines()[0] == shown
+        done = json.loads(out.rsplit("data: ", 1)[1])
+        assert done["translations"][0]["search"]["nodes"]
+        return
     if "%{http_code}" in command:  # the page shows the body, then the status code
         out, status = out.rsplit(" ", 1)
         assert shown is not None and status == shown.rsplit(" ", 1)[1]

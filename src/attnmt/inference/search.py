@@ -75,7 +75,6 @@ ROOT, FORCED, KEPT, PRUNED, FINISHED, ENDED = (
 )
 
 
-@dataclass
 class Node:
     """One candidate of a recorded search: `token` appended to its `parent`'s hypothesis.
 
@@ -83,25 +82,79 @@ class Node:
     (what the beam ranks), `score` the total over GNMT's length penalty of `depth` tokens
     (an EOS node: the finished hypothesis' score). `rejected` (on an expanded node): the
     tokens among its 2K best next tokens that neither entered the beam nor finished, with
-    their log-probabilities.
+    their log-probabilities. `best`: on the path of the best finished hypothesis; `rank`:
+    a finished node's place in the returned n-best list.
+
+    The weights and the rejected list are read when asked for, from what the search kept
+    of its step (the step's weights, its candidates): recording makes no tensor per node
+    (a tenth of the recording's cost at beam 5: benchmarks/search_record.py).
 
     Shapes:
         weights: the attention row that produced the token, (S,) RNN, (L, H, S)
-        Transformer, (M, S) ensemble; None for the root or without weights.
+        Transformer, (M, S) ensemble, cut to the first `width` source positions when set;
+        None for the root or without weights.
     """
 
-    id: int
-    parent: int | None
-    depth: int  # tokens from the root (the root 0)
-    token: int
-    status: str
-    log_prob: float = 0.0
-    cum_log_prob: float = 0.0
-    score: float = 0.0
-    best: bool = False  # on the path of the best finished hypothesis
-    rank: int | None = None  # place in the returned n-best list (finished nodes)
-    rejected: list[tuple[int, float]] = field(default_factory=list)
-    weights: Tensor | None = None
+    __slots__ = (
+        "_rejected",
+        "_row",
+        "_rows",
+        "best",
+        "cum_log_prob",
+        "depth",
+        "id",
+        "log_prob",
+        "parent",
+        "rank",
+        "score",
+        "status",
+        "token",
+        "width",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        id: int,
+        parent: int | None,
+        depth: int,
+        token: int,
+        status: str,
+        log_prob: float = 0.0,
+        cum_log_prob: float = 0.0,
+        score: float = 0.0,
+        *,
+        rows: Tensor | None = None,
+        row: int = 0,
+    ) -> None:
+        self.id, self.parent, self.depth, self.token, self.status = id, parent, depth, token, status
+        self.log_prob, self.cum_log_prob, self.score = log_prob, cum_log_prob, score
+        self.best, self.rank, self.width = False, None, None
+        self._rows, self._row = rows, row  # the weights: rows[row]
+        self._rejected: Any = None  # a list, or (tokens, log-probs, taken) to filter
+
+    @property
+    def weights(self) -> Tensor | None:
+        if self._rows is None:
+            return None
+        row = self._rows[self._row]
+        return row if self.width is None else row[..., : self.width]
+
+    @property
+    def rejected(self) -> list[tuple[int, float]]:
+        if isinstance(self._rejected, tuple):
+            tokens, log_probs, taken = self._rejected
+            self._rejected = [
+                (t, lp)
+                for t, lp in zip(tokens, log_probs, strict=True)
+                if t not in taken and lp != float("-inf")
+            ]
+        return self._rejected or []
+
+    def __repr__(self) -> str:
+        return (
+            f"Node(id={self.id}, parent={self.parent}, depth={self.depth}, token={self.token}, "
+            f"status={self.status!r}, cum_log_prob={self.cum_log_prob:.4f})"
+        )
 
 
 @dataclass
@@ -471,21 +524,12 @@ class _Recorder:
             node = tree.add(Node(0, None, 0, BOS, ROOT))
             cum = 0.0
             made = [node]
+            rows = None if start.weights is None else start.weights[b]  # (P, ...)
             for t, (token, lp) in enumerate(zip(forced[b], forced_lp[b], strict=True)):
                 cum += lp
-                weights = None if start.weights is None else start.weights[b, t].clone()
+                score = cum / float(length_penalty(t + 1, alpha))
                 node = tree.add(
-                    Node(
-                        0,
-                        node.id,
-                        t + 1,
-                        token,
-                        FORCED,
-                        lp,
-                        cum,
-                        cum / float(length_penalty(t + 1, alpha)),
-                        weights=weights,
-                    )
+                    Node(0, node.id, t + 1, token, FORCED, lp, cum, score, rows=rows, row=t)
                 )
                 made.append(node)
             self.rows += [node.id] + [None] * (k - 1)
@@ -495,13 +539,20 @@ class _Recorder:
 
     def read_step(self, step, beam_top, beam_token, beam_scores, step_weights) -> None:
         self.depth = step + 1
+        self.penalty = float(length_penalty(self.depth, self.alpha))
         self.top, self.top_token = beam_top.tolist(), beam_token.tolist()  # (n, K, 2K)
         self.beam_scores = beam_scores.tolist()
         self.weights = None if step_weights is None else step_weights[:, 0].cpu()
         self.new_rows = []
 
     def sentence(self, sentence, b, scores, origins, tokens, fates, ends, done) -> None:
-        tree, k = self.trees[sentence], self.k
+        tree, k, rows, depth = self.trees[sentence], self.k, self.rows, self.depth
+        nodes, beam_scores, weights, penalty = (
+            tree.nodes,
+            self.beam_scores[b],
+            self.weights,
+            self.penalty,
+        )
         fate = dict(fates)
         finished = sum(1 for _, status in fates if status == FINISHED)
         made, kept, ended_here = [], [], []
@@ -510,44 +561,33 @@ class _Recorder:
             if score == float("-inf"):
                 break
             status = fate.get(j, PRUNED)
-            row = b * k + origins[j]
-            parent = self.rows[row]
+            origin = origins[j]
+            row = b * k + origin
+            parent = rows[row]
             if parent is None:  # a copy beam of the first step: never live
                 continue
-            log_prob = score - self.beam_scores[b][origins[j]]
-            node = Node(
-                0,
-                parent,
-                self.depth,
-                tokens[j],
-                status,
-                log_prob,
-                score,
-                score / float(length_penalty(self.depth, self.alpha)),
-                weights=None if self.weights is None else self.weights[row].clone(),
-            )
             if status == KEPT and ends:
-                node.status = ENDED
-            tree.add(node)
+                status = ENDED
+            node = Node(
+                len(nodes), parent, depth, tokens[j], status, score - beam_scores[origin], score,
+                score / penalty, rows=weights, row=row,
+            )  # fmt: skip
+            nodes.append(node)
             made.append(node)
             if status == FINISHED:  # the i-th finished this step is done[-f + i]
                 done[len(done) - finished + len(ended_here)].node = node.id
                 ended_here.append(node.id)
-            if status in (KEPT, FINISHED):
+            if status in (KEPT, FINISHED, ENDED):
                 children.setdefault(row, set()).add(tokens[j])
-            if node.status == KEPT:
+            if status == KEPT:
                 kept.append(node.id)
         for origin in range(k):  # what each expanded hypothesis produced that went nowhere
             row = b * k + origin
             parent = self.rows[row]
             if parent is None:
                 continue
-            taken = children.get(row, set())
-            tree.nodes[parent].rejected = [
-                (token, lp)
-                for token, lp in zip(self.top_token[b][origin], self.top[b][origin], strict=True)
-                if token not in taken and lp != float("-inf")
-            ]
+            taken = children.get(row, ())
+            tree.nodes[parent]._rejected = (self.top_token[b][origin], self.top[b][origin], taken)
         if not ends:
             self.new_rows += kept + [None] * (k - len(kept))
         if self.on_step is not None:  # the expanded nodes again: their `rejected` is new

@@ -176,9 +176,8 @@ def _keep(results, batch, hyps, trees, sources, decode_text, n_best) -> None:
         tree = None
         if trees is not None:
             tree = trees[position]
-            for node in tree.nodes:
-                if node.weights is not None:
-                    node.weights = node.weights[..., :width].clone()
+            for node in tree.nodes:  # its weights are read cut to this sentence's S columns
+                node.width = width
         results[index] = Translation(
             text=decode_text(best.tokens),
             tokens=best.tokens,
