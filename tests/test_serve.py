@@ -458,7 +458,13 @@ def test_openapi_schema_is_typed(client):
     request = schema["components"]["schemas"]["TranslateRequest"]
     assert request["additionalProperties"] is False
     fields = {"text", "lines", "model", "beam", "alignments", "weights", "explain", "ig_steps"}
+    fields |= {"search", "prefix", "alternatives", "min_alternative_prob"}
     assert set(request["properties"]) == fields
+    stream = schema["components"]["schemas"]["StreamRequest"]
+    assert set(stream["properties"]) == fields - {"lines", "explain", "ig_steps"}
+    assert stream["required"] == ["text"] and stream["additionalProperties"] is False
+    sse = schema["paths"]["/api/translate/stream"]["post"]["responses"]["200"]["content"]
+    assert list(sse) == ["text/event-stream"]
     post = schema["paths"]["/api/translate"]["post"]["responses"]
     assert post["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "/TranslateResponse"

@@ -50,6 +50,7 @@ from attnmt.serve.schemas import (
     ReadResponse,
     ScoreRequest,
     ScoreResponse,
+    StreamRequest,
     TranslateRequest,
     TranslateResponse,
 )
@@ -61,6 +62,49 @@ API_KEY_ENV = "ATTNMT_API_KEY"
 # The two ways to send the key (module level: FastAPI reads the annotations that use them).
 BEARER = HTTPBearer(auto_error=False, description="the server's --api-key")
 KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False)
+
+
+class EventStream(StreamingResponse):
+    """Server-Sent Events (`attnmt.serve.stream`)."""
+
+    media_type = "text/event-stream"
+
+
+# One Server-Sent Event as a client parses it (OpenAPI 3.2's itemSchema for event streams).
+SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["start", "step", "done", "error"]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+    "required": ["event", "data"],
+}
+
+
+def stream_responses(responses: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The stream route's documented answers: events on 200, the refusals as JSON (with
+    the stream's media type as the route's, FastAPI would file them under it)."""
+    out: dict[int, dict[str, Any]] = {
+        200: {
+            "description": "Server-Sent Events: 'start' (the source subwords), one 'step' per "
+            "decoding step (the search's new nodes, as in 'search'), then 'done' (the answer "
+            "of POST /api/translate, search included) or 'error' ({detail})",
+            # Each event (itemSchema), and the stream as a whole, for tools without 3.2's.
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "array", "items": SSE_EVENT},
+                    "itemSchema": SSE_EVENT,
+                }
+            },
+        }
+    }
+    for code, answer in responses.items():
+        ref = f"#/components/schemas/{answer['model'].__name__}"
+        out[code] = {
+            "description": answer["description"],
+            "content": {"application/json": {"schema": {"$ref": ref}}},
+        }
+    return out
 
 
 class FieldError(BaseModel):
@@ -339,7 +383,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             result.line = number
         return TranslateResponse(model=name, beam=options.beam, translations=results)
 
-    def translate_checks(body: TranslateRequest) -> tuple[str, list[str], Options]:
+    def translate_checks(body: TranslateRequest | StreamRequest) -> tuple[str, list[str], Options]:
         """The served run, the lines and the options of a translation request; what the
         run cannot do is refused (HTTPException) before anything is queued."""
         name = decoder_named(body.model)
@@ -352,15 +396,17 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
                 f"POST /api/read as 'image': {image.height} rows of {image.width} grey levels "
                 "0..16",
             )
-        lines = [body.text] if body.text is not None else list(body.lines or [])
+        lines = [body.text] if body.text is not None else list(getattr(body, "lines", None) or [])
         too_many(len(lines), "lines")
-        explained = explaining(decoder, body)
+        explained = explaining(decoder, body) if isinstance(body, TranslateRequest) else {}
         drawable = decoder.has_attention or bool(explained)
         if not drawable and (body.alignments or body.weights):
             raise no_attention(name, "'alignments' or 'weights'")
         return name, lines, translate_options(body, drawable, explained)
 
-    def translate_options(body: TranslateRequest, drawable: bool, explained) -> Options:
+    def translate_options(
+        body: TranslateRequest | StreamRequest, drawable: bool, explained
+    ) -> Options:
         prefix = body.prefix
         if isinstance(prefix, str):
             prefix, error = clean_line(prefix, settings.max_line_chars)
@@ -382,28 +428,15 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
 
     @app.post(
         "/api/translate/stream",
+        response_class=EventStream,
         dependencies=api,
-        responses={
-            200: {
-                "content": {"text/event-stream": {}},
-                "description": "Server-Sent Events: 'start' (the source subwords), one 'step' "
-                "per decoding step (the search's new nodes, as in 'search'), then 'done' (the "
-                "answer of POST /api/translate, search included) or 'error' ({detail})",
-            },
-            **responses,
-        },
+        responses=stream_responses(responses),
     )
-    async def translate_stream(body: TranslateRequest, request: Request) -> Response:
+    async def translate_stream(body: StreamRequest, request: Request) -> Response:
         """One sentence (`text`) translated step by step, each step sent as it is decoded.
         Refusals (404, 413, 422, 503) come before the stream, as HTTP statuses; leaving
         (closing the connection, `AbortController.abort()` in a page) stops the decoding."""
-        if body.text is None:
-            raise HTTPException(422, "a stream translates one sentence: send 'text', not 'lines'")
         name, lines, options = translate_checks(body)
-        if body.explain is not None:
-            raise HTTPException(
-                422, "explanations are not streamed; ask POST /api/translate for them"
-            )
         decoder, worker = decoders[name], workers[name]
         sink = StreamSink(asyncio.get_running_loop())
         options = dataclasses.replace(options, search=True, sink=sink)
@@ -414,7 +447,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         except QueueFullError:
             raise queue_full(name) from None
         sink.put("start", {"model": name, "beam": options.beam, **decoder.source_of(lines[0])})
-        return StreamingResponse(
+        return EventStream(
             sink.events(
                 worker,
                 job,
@@ -423,7 +456,6 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
                 ),
                 disconnected=request.is_disconnected,
             ),
-            media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 

@@ -58,17 +58,9 @@ EXPLAIN = Field(
 IG_STEPS = Field(32, ge=1, le=MAX_IG_STEPS, description="integration steps of integrated-gradients")
 
 
-class TranslateRequest(_Strict):
-    """One sentence (`text`) or several (`lines`), and how to translate them."""
+class _Decoding(_Strict):
+    """How to translate: the fields a translation and a streamed translation share."""
 
-    model_config = exactly_one("text", "lines")
-
-    text: str | None = Field(
-        None, description="one sentence; line breaks in it count as spaces", examples=["Hello"]
-    )
-    lines: list[str] | None = Field(
-        None, description="several sentences, one per item, translated in one batch"
-    )
     model: str | None = Field(
         None, description="the name of a served run (GET /api/models); the first one if left out"
     )
@@ -83,8 +75,6 @@ class TranslateRequest(_Strict):
         description="the attention matrices, subword and word level (for the Transformer one "
         "per layer and head, and each layer's mean over heads; with explain, its one matrix)",
     )
-    explain: str | None = EXPLAIN
-    ig_steps: Whole = IG_STEPS
     search: bool = Field(
         False,
         description="the whole search of each line: every candidate of every step with its "
@@ -92,16 +82,16 @@ class TranslateRequest(_Strict):
     )
     prefix: str | list[int] | None = Field(
         None,
-        description="with text: the translation begins with this (text, split into subwords "
-        "as the tokenizer splits a sentence, or target subword ids); the rest is searched",
+        description="every translation begins with this (text, split into subwords as the "
+        "tokenizer splits a sentence, or target subword ids); the rest is searched",
         examples=["Au commencement"],
     )
     alternatives: int | None = Field(
         None,
         ge=1,
         le=MAX_ALTERNATIVES,
-        description="with text: the N most likely next subwords after the prefix (at the "
-        "start without one), each completed by the search and scored whole",
+        description="the N most likely next subwords after the prefix (at the start without "
+        "one), each completed by the search and scored whole",
     )
     min_alternative_prob: float = Field(
         0.0,
@@ -110,13 +100,35 @@ class TranslateRequest(_Strict):
         description="leave out alternatives less likely than this; the most likely is kept",
     )
 
+
+class TranslateRequest(_Decoding):
+    """One sentence (`text`) or several (`lines`), and how to translate them."""
+
+    model_config = exactly_one("text", "lines")
+
+    text: str | None = Field(
+        None, description="one sentence; line breaks in it count as spaces", examples=["Hello"]
+    )
+    lines: list[str] | None = Field(
+        None, description="several sentences, one per item, translated in one batch"
+    )
+    explain: str | None = EXPLAIN
+    ig_steps: Whole = IG_STEPS
+
     @model_validator(mode="after")
     def _one_input(self) -> TranslateRequest:
         if (self.text is None) == (self.lines is None):
             raise ValueError("give exactly one of 'text' (a sentence) or 'lines' (a list of them)")
-        if self.text is None and (self.prefix is not None or self.alternatives is not None):
-            raise ValueError("'prefix' and 'alternatives' go with 'text' (one sentence)")
         return self
+
+
+class StreamRequest(_Decoding):
+    """One sentence, translated step by step (POST /api/translate/stream): the search's
+    steps are sent as they are decoded. Explanations are not streamed."""
+
+    text: str = Field(
+        description="one sentence; line breaks in it count as spaces", examples=["Jesus wept."]
+    )
 
 
 class ReadRequest(_Strict):
