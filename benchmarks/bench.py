@@ -158,7 +158,7 @@ def attnmt_decode(run_dir: Path, lines: list[str], beam: int, *, quantize: str |
     """Sentences/s of attnmt's decoder (model loaded beforehand) and its hypotheses."""
     loaded = load_run(run_dir)
     if quantize:
-        from attnmt.inference.translator import quantize_model
+        from attnmt.inference.quantize import quantize_model
 
         loaded.model = quantize_model(loaded.model, quantize)
     translator = Translator(loaded, beam=beam)

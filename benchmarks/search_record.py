@@ -24,10 +24,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import append_result, describe  # noqa: E402
+from machine import append_result, describe
 
-from attnmt.data.preparation import decoding_split  # noqa: E402
-from attnmt.inference import Translator, load_run  # noqa: E402
+from attnmt.data.preparation import decoding_split
+from attnmt.inference import Translator, load_run
 
 RESULTS = Path(__file__).resolve().parent / "results" / "search_record.jsonl"
 

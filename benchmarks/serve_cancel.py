@@ -47,7 +47,7 @@ from attnmt.config import load_config
 from attnmt.explain.gradients import integrated_gradients
 from attnmt.explain.methods import occlusion
 from attnmt.inference import load_run
-from attnmt.inference.translator import translate_ids
+from attnmt.inference.decode_ids import translate_ids
 from attnmt.models.builder import build_model
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.budget import LineSize, explain_passes, search_steps

@@ -15,7 +15,7 @@ from attnmt.config import Config, ModelConfig, from_dict, load_config
 from attnmt.data.images import CANVAS
 from attnmt.data.vocab import EOS
 from attnmt.errors import ConfigError
-from attnmt.inference.translator import translate_ids
+from attnmt.inference.decode_ids import translate_ids
 from attnmt.inference.vision import box_mass, digit_scores, pixel_map
 from attnmt.models import build_model
 from attnmt.models.vision import MAX_SYMBOLS, ConvEncoder, cell_boxes, grid_size, pixels_of

@@ -16,8 +16,9 @@ from attnmt.explain.methods import explain as explain_pairs
 from attnmt.inference import Translator
 from attnmt.inference.attention_maps import run_attention
 from attnmt.inference.ensemble import load_ensemble
+from attnmt.inference.quantize import quantize_model
 from attnmt.inference.scoring import score_pairs
-from attnmt.inference.translator import quantize_model, source_limit
+from attnmt.inference.translator import source_limit
 from attnmt.views.records import sentence_record
 from attnmt.views.results import Comparison, Translated, Translations
 

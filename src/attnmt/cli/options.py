@@ -19,7 +19,7 @@ from attnmt.errors import DataError, UserError
 from attnmt.explain.methods import METHODS
 from attnmt.inference import MAX_SOURCE_TOKENS, LoadedRun
 from attnmt.inference.ensemble import MODES, load_ensemble
-from attnmt.inference.translator import QUANTIZATIONS, quantize_model
+from attnmt.inference.quantize import QUANTIZATIONS, quantize_model
 
 
 def add_decoding_arguments(

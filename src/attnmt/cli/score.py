@@ -34,7 +34,7 @@ from attnmt.inference import labels, source_limit
 from attnmt.inference.alignment import source_words, target_words, word_view
 from attnmt.inference.attention_maps import aligning, run_attention, select
 from attnmt.inference.scoring import score_pairs
-from attnmt.inference.translator import rounded_matrix
+from attnmt.inference.search_json import rounded_matrix
 
 CHUNK_PAIRS = 512  # pairs scored together: output streams, and weights stay bounded
 

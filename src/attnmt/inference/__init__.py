@@ -32,6 +32,7 @@ from attnmt.inference.attention_maps import (
     select,
     write_attention,
 )
+from attnmt.inference.decode_ids import Translation, translate_ids
 from attnmt.inference.evaluation import (
     alignment_report,
     evaluate_examples,
@@ -39,14 +40,7 @@ from attnmt.inference.evaluation import (
 )
 from attnmt.inference.runs import LoadedRun, find_checkpoint, load_run
 from attnmt.inference.search import Hypothesis, beam_search, greedy, length_penalty
-from attnmt.inference.translator import (
-    MAX_SOURCE_TOKENS,
-    Sentence,
-    Translation,
-    Translator,
-    source_limit,
-    translate_ids,
-)
+from attnmt.inference.translator import MAX_SOURCE_TOKENS, Sentence, Translator, source_limit
 
 __all__ = [
     "MAX_SOURCE_TOKENS",

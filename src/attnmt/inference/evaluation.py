@@ -37,8 +37,8 @@ from attnmt.inference.attention_maps import (
     choose_attention,
     forced_weights,
 )
+from attnmt.inference.decode_ids import translate_ids
 from attnmt.inference.runs import LoadedRun
-from attnmt.inference.translator import translate_ids
 from attnmt.metrics import bleu_by_length, bleu_tokenizer, corpus_scores, tokenizer_note
 from attnmt.progress import progress_bar
 

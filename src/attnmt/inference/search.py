@@ -35,253 +35,37 @@ attribute read a step.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from attnmt.cancel import checkpoint
 from attnmt.data.vocab import BOS, EOS, PAD
+from attnmt.inference.hypotheses import (
+    Hypothesis,
+    Start,
+    begin,
+    length_penalty,
+    max_lengths,
+    output_limits,
+)
+from attnmt.inference.search_tree import FINISHED, KEPT, PRUNED, Recorder, SearchTree, StepHook
+
+# Where the search's pieces live, for `from attnmt.inference.search import ...`.
+__all__ = [
+    "Hypothesis",
+    "SearchTree",
+    "Start",
+    "StepHook",
+    "alternatives",
+    "beam_search",
+    "begin",
+    "greedy",
+    "length_penalty",
+    "max_lengths",
+]
 
 NEVER_EMITTED = (PAD, BOS)
-
-
-@dataclass
-class Hypothesis:
-    """One output sentence.
-
-    Shapes:
-        weights: (T, S) for RNN decoders, (T, L, H, S) for the Transformer, where T counts
-        the tokens plus the final EOS (the step that ended the sentence has weights too).
-    """
-
-    tokens: list[int]
-    score: float  # log P(tokens, EOS | source) / lp(len(tokens) + 1), greedy and beam alike
-    log_prob: float  # log P(tokens, EOS | source)
-    weights: Tensor | None = None
-    node: int | None = None  # its finished node in the recorded `SearchTree`, if recorded
-
-
-# The fate of a candidate in a recorded search (`Node.status`).
-ROOT, FORCED, KEPT, PRUNED, FINISHED, ENDED = (
-    "root",  # the start: BOS read
-    "forced",  # a token of an imposed prefix
-    "kept",  # entered the beam and was extended at the next step
-    "pruned",  # among the sentence's 2K best candidates of its step, but lost the ranking
-    "finished",  # an EOS candidate that became a finished hypothesis
-    "ended",  # in the beam when the search stopped (enough finished, or the length limit)
-)
-
-
-class Node:
-    """One candidate of a recorded search: `token` appended to its `parent`'s hypothesis.
-
-    `log_prob` is the token's own log-probability, `cum_log_prob` the hypothesis' total
-    (what the beam ranks), `score` the total over GNMT's length penalty of `depth` tokens
-    (an EOS node: the finished hypothesis' score). `rejected` (on an expanded node): the
-    tokens among its 2K best next tokens that neither entered the beam nor finished, with
-    their log-probabilities. `best`: on the path of the best finished hypothesis; `rank`:
-    a finished node's place in the returned n-best list.
-
-    The weights and the rejected list are read when asked for, from what the search kept
-    of its step (the step's weights, its candidates): recording makes no tensor per node
-    (a tenth of the recording's cost at beam 5: benchmarks/search_record.py).
-
-    Shapes:
-        weights: the attention row that produced the token, (S,) RNN, (L, H, S)
-        Transformer, (M, S) ensemble, cut to the first `width` source positions when set;
-        None for the root or without weights.
-    """
-
-    __slots__ = (
-        "_rejected",
-        "_row",
-        "_rows",
-        "best",
-        "cum_log_prob",
-        "depth",
-        "id",
-        "log_prob",
-        "parent",
-        "rank",
-        "score",
-        "status",
-        "token",
-        "width",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        id: int,
-        parent: int | None,
-        depth: int,
-        token: int,
-        status: str,
-        log_prob: float = 0.0,
-        cum_log_prob: float = 0.0,
-        score: float = 0.0,
-        *,
-        rows: Tensor | None = None,
-        row: int = 0,
-    ) -> None:
-        self.id, self.parent, self.depth, self.token, self.status = id, parent, depth, token, status
-        self.log_prob, self.cum_log_prob, self.score = log_prob, cum_log_prob, score
-        self.best, self.rank, self.width = False, None, None
-        self._rows, self._row = rows, row  # the weights: rows[row]
-        self._rejected: Any = None  # a list, or (tokens, log-probs, taken) to filter
-
-    @property
-    def weights(self) -> Tensor | None:
-        if self._rows is None:
-            return None
-        row = self._rows[self._row]
-        return row if self.width is None else row[..., : self.width]
-
-    @property
-    def rejected(self) -> list[tuple[int, float]]:
-        if isinstance(self._rejected, tuple):
-            tokens, log_probs, taken = self._rejected
-            self._rejected = [
-                (t, lp)
-                for t, lp in zip(tokens, log_probs, strict=True)
-                if t not in taken and lp != float("-inf")
-            ]
-        return self._rejected or []
-
-    def __repr__(self) -> str:
-        return (
-            f"Node(id={self.id}, parent={self.parent}, depth={self.depth}, token={self.token}, "
-            f"status={self.status!r}, cum_log_prob={self.cum_log_prob:.4f})"
-        )
-
-
-@dataclass
-class SearchTree:
-    """The recorded search of one sentence: `nodes` in the order they were made (by depth),
-    `nbest` the ids of the returned hypotheses' finished nodes, best first."""
-
-    beam: int
-    alpha: float
-    nodes: list[Node] = field(default_factory=list)
-    nbest: list[int] = field(default_factory=list)
-
-    def add(self, node: Node) -> Node:
-        node.id = len(self.nodes)
-        self.nodes.append(node)
-        return node
-
-    def path(self, node_id: int) -> list[Node]:
-        """The nodes from depth 1 to `node_id` (the root left out)."""
-        out = []
-        node = self.nodes[node_id]
-        while node.parent is not None:
-            out.append(node)
-            node = self.nodes[node.parent]
-        return out[::-1]
-
-
-# (sentence index in the batch, nodes): each step the nodes it expanded (sent before, now
-# with their `rejected` lists), then the nodes it made; by id, the last sent is the node.
-StepHook = Callable[[int, list[Node]], None]
-
-
-@dataclass
-class Start:
-    """The decoder positioned after a forced prefix (`begin`), one row per sentence: the
-    encoder's output and the state are computed once and shared by every beam and
-    alternative made from them.
-
-    Shapes:
-        prev (B,): the last token read next (BOS, or the prefix's last); tokens and
-        token_log_probs (B, P); log_prob (B,); weights (B, P, ...) or None.
-    """
-
-    memory: Any
-    state: Any
-    prev: Tensor
-    tokens: Tensor
-    token_log_probs: Tensor
-    log_prob: Tensor
-    weights: Tensor | None
-
-    @property
-    def length(self) -> int:
-        return self.tokens.size(1)
-
-    def select(self, rows: Tensor) -> Start:
-        return Start(
-            memory=self.memory.select(rows),
-            state=self.state.select(rows),
-            prev=self.prev[rows],
-            tokens=self.tokens[rows],
-            token_log_probs=self.token_log_probs[rows],
-            log_prob=self.log_prob[rows],
-            weights=None if self.weights is None else self.weights[rows],
-        )
-
-
-@torch.no_grad()
-def begin(
-    model: torch.nn.Module,
-    src: Tensor,
-    src_mask: Tensor,
-    prefix: Tensor | None = None,
-    *,
-    need_weights: bool = False,
-) -> Start:
-    """Encode the batch and read a forced `prefix` (the same length for every sentence;
-    None: none), keeping what the model gave each forced token: its log-probability (the
-    model's own, as `attnmt score` reads it) and its attention row.
-
-    Shapes:
-        src, src_mask: (B, S); prefix: (B, P) target ids without BOS/EOS
-    """
-    batch, device = src.size(0), src.device
-    memory = model.encode(src, src_mask)
-    state = model.init_state(memory)
-    prev = torch.full((batch,), BOS, dtype=torch.long, device=device)
-    if prefix is None:
-        prefix = torch.empty(batch, 0, dtype=torch.long, device=device)
-    picked, weights = [], []
-    for t in range(prefix.size(1)):
-        checkpoint()
-        logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        prev = prefix[:, t]
-        picked.append(log_probs.gather(1, prev[:, None]).squeeze(1))
-        if need_weights:
-            weights.append(step_weights.float().cpu())
-    token_log_probs = torch.stack(picked, dim=1) if picked else torch.zeros(batch, 0, device=device)
-    return Start(
-        memory=memory,
-        state=state,
-        prev=prev,
-        tokens=prefix,
-        token_log_probs=token_log_probs,
-        log_prob=token_log_probs.sum(dim=1),
-        weights=torch.stack(weights, dim=1) if weights else None,
-    )
-
-
-def _limits(src_mask: Tensor, ratio: float, max_len: int | None, start: Start) -> Tensor:
-    """Each sentence's maximum output length (EOS included): `max_lengths`, capped at
-    `max_len`, and always room for the forced prefix and an EOS after it."""
-    limits = max_lengths(src_mask, ratio)
-    if max_len is not None:
-        limits = limits.clamp(max=max_len)
-    return limits.clamp(min=start.length + 1)
-
-
-def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
-    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14)."""
-    return ((5.0 + length) / 6.0) ** alpha
-
-
-def max_lengths(src_mask: Tensor, ratio: float, extra: int = 5) -> Tensor:
-    """Maximum output length per sentence: ratio × source length + extra. Shapes: (B,)."""
-    return (src_mask.sum(dim=1).float() * ratio).long() + extra
 
 
 @torch.no_grad()
@@ -307,7 +91,7 @@ def greedy(
     batch = src.size(0)
     if start is None:
         start = begin(model, src, src_mask, prefix, need_weights=need_weights)
-    limits = _limits(src_mask, max_len_ratio, max_len, start)
+    limits = output_limits(src_mask, max_len_ratio, max_len, start)
     memory, state, prev = start.memory, start.state, start.prev
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
     lengths = torch.full((batch,), start.length, dtype=torch.long, device=src.device)
@@ -384,7 +168,7 @@ def beam_search(
     device = src.device
     if start is None:
         start = begin(model, src, src_mask, prefix, need_weights=need_weights)
-    limits = _limits(src_mask, max_len_ratio, max_len, start)
+    limits = output_limits(src_mask, max_len_ratio, max_len, start)
     expand = torch.arange(batch, device=device).repeat_interleave(k)  # (B*K,)
     memory = start.memory.select(expand)
     state = start.state.select(expand)
@@ -399,7 +183,7 @@ def beam_search(
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     recorder = None
     if trees is not None or on_step is not None:
-        recorder = _Recorder(start, k, alpha, on_step)
+        recorder = Recorder(start, k, alpha, on_step)
     # A sentence leaves the batch as soon as it is done: the tensors below hold the n
     # sentences still searching, `ids` says which (the decoder no longer steps the beams
     # of finished sentences; RNNsearch beam 5 on the test book: benchmarks/README.md).
@@ -502,110 +286,6 @@ def beam_search(
     if recorder is not None and trees is not None:
         trees.extend(recorder.close(results))
     return results
-
-
-class _Recorder:
-    """Builds one `SearchTree` per sentence while `beam_search` runs (see `Node`).
-
-    Each step it reads the step's candidates once (`read_step`), then, per sentence, the
-    fate the search gave each of its 2K best candidates (`sentence`): a node per candidate,
-    the tokens an expanded hypothesis produced that went nowhere as its `rejected` list.
-    `rows` maps each beam row of the step to the node of the hypothesis it holds.
-    """
-
-    def __init__(self, start: Start, k: int, alpha: float, on_step: StepHook | None) -> None:
-        self.k, self.alpha, self.on_step = k, alpha, on_step
-        batch = start.tokens.size(0)
-        self.trees = [SearchTree(beam=k, alpha=alpha) for _ in range(batch)]
-        self.rows: list[int | None] = []
-        forced_lp = start.token_log_probs.tolist()
-        forced = start.tokens.tolist()
-        for b, tree in enumerate(self.trees):
-            node = tree.add(Node(0, None, 0, BOS, ROOT))
-            cum = 0.0
-            made = [node]
-            rows = None if start.weights is None else start.weights[b]  # (P, ...)
-            for t, (token, lp) in enumerate(zip(forced[b], forced_lp[b], strict=True)):
-                cum += lp
-                score = cum / float(length_penalty(t + 1, alpha))
-                node = tree.add(
-                    Node(0, node.id, t + 1, token, FORCED, lp, cum, score, rows=rows, row=t)
-                )
-                made.append(node)
-            self.rows += [node.id] + [None] * (k - 1)
-            if on_step is not None:
-                on_step(b, made)
-        self.new_rows: list[int | None] = []
-
-    def read_step(self, step, beam_top, beam_token, beam_scores, step_weights) -> None:
-        self.depth = step + 1
-        self.penalty = float(length_penalty(self.depth, self.alpha))
-        self.top, self.top_token = beam_top.tolist(), beam_token.tolist()  # (n, K, 2K)
-        self.beam_scores = beam_scores.tolist()
-        self.weights = None if step_weights is None else step_weights[:, 0].cpu()
-        self.new_rows = []
-
-    def sentence(self, sentence, b, scores, origins, tokens, fates, ends, done) -> None:
-        tree, k, rows, depth = self.trees[sentence], self.k, self.rows, self.depth
-        nodes, beam_scores, weights, penalty = (
-            tree.nodes,
-            self.beam_scores[b],
-            self.weights,
-            self.penalty,
-        )
-        fate = dict(fates)
-        finished = sum(1 for _, status in fates if status == FINISHED)
-        made, kept, ended_here = [], [], []
-        children: dict[int, set[int]] = {}
-        for j, score in enumerate(scores):
-            if score == float("-inf"):
-                break
-            status = fate.get(j, PRUNED)
-            origin = origins[j]
-            row = b * k + origin
-            parent = rows[row]
-            if parent is None:  # a copy beam of the first step: never live
-                continue
-            if status == KEPT and ends:
-                status = ENDED
-            node = Node(
-                len(nodes), parent, depth, tokens[j], status, score - beam_scores[origin], score,
-                score / penalty, rows=weights, row=row,
-            )  # fmt: skip
-            nodes.append(node)
-            made.append(node)
-            if status == FINISHED:  # the i-th finished this step is done[-f + i]
-                done[len(done) - finished + len(ended_here)].node = node.id
-                ended_here.append(node.id)
-            if status in (KEPT, FINISHED, ENDED):
-                children.setdefault(row, set()).add(tokens[j])
-            if status == KEPT:
-                kept.append(node.id)
-        for origin in range(k):  # what each expanded hypothesis produced that went nowhere
-            row = b * k + origin
-            parent = self.rows[row]
-            if parent is None:
-                continue
-            taken = children.get(row, ())
-            tree.nodes[parent]._rejected = (self.top_token[b][origin], self.top[b][origin], taken)
-        if not ends:
-            self.new_rows += kept + [None] * (k - len(kept))
-        if self.on_step is not None:  # the expanded nodes again: their `rejected` is new
-            expanded = sorted({p for p in self.rows[b * k : (b + 1) * k] if p is not None})
-            self.on_step(sentence, [tree.nodes[p] for p in expanded] + made)
-
-    def next_rows(self, keep) -> None:
-        self.rows = self.new_rows
-
-    def close(self, results: list[list[Hypothesis]]) -> list[SearchTree]:
-        for tree, hyps in zip(self.trees, results, strict=True):
-            tree.nbest = [h.node for h in hyps if h.node is not None]
-            for rank, node_id in enumerate(tree.nbest):
-                tree.nodes[node_id].rank = rank
-            if tree.nbest:
-                for node in [tree.nodes[0], *tree.path(tree.nbest[0])]:
-                    node.best = True
-        return self.trees
 
 
 def _finish(

@@ -6,238 +6,32 @@ weights and word alignments out.
     (sentence,) = translator.translate(["In the beginning was the Word."])
     sentence.translation.text, translator.words(sentence).links
 
-`translate_ids` is the engine under it: it batches source id lists by length, decodes them
-(greedy or beam, with the attention weights when asked) and detokenizes, keeping the input
-order. Validation during training, `attnmt translate`, `evaluate` and `plot` all use it.
-Sources longer than `source_limit` subwords are cut there (and reported), so one very long
+`translate_ids` (attnmt.inference.decode_ids) is the engine under it. Sources longer than
+`source_limit` subwords are cut there (and reported), so one very long
 line cannot exhaust memory: decoding time and memory grow with S x T.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import Tensor
-from torch.ao.quantization import quantize_dynamic
 
-from attnmt.attention import ConcatScore, LocalPredictor
 from attnmt.config import IMAGE_MODELS
 from attnmt.data.alignments import format_pharaoh
-from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
+from attnmt.data.batching import DECODE_BATCH_TOKENS, pad_batch
 from attnmt.data.vocab import BOS, EOS, PAD
 from attnmt.errors import UserError
 from attnmt.inference.alignment import WordView, source_words, target_words, word_view
 from attnmt.inference.attention_maps import aligning, labels, run_attention, select
+from attnmt.inference.decode_ids import Translation, translate_ids
 from attnmt.inference.runs import LoadedRun
-from attnmt.inference.search import (
-    Hypothesis,
-    Node,
-    SearchTree,
-    StepHook,
-    alternatives,
-    beam_search,
-    greedy,
-)
-
-
-@dataclass
-class Translation:
-    """One translated sentence: text, token ids, score and (when asked) attention weights."""
-
-    text: str
-    tokens: list[int]
-    score: float
-    weights: Tensor | None = None  # (T, S) RNN, (T, L, H, S) Transformer
-    nbest: list[Hypothesis] | None = None
-    log_prob: float | None = None  # log P(tokens, EOS | source), before the length penalty
-    search: SearchTree | None = None  # the recorded search (`record_search`)
-
-
-@torch.no_grad()
-def translate_ids(
-    model: torch.nn.Module,
-    sources: Sequence[Sequence[int]],
-    decode_text,
-    *,
-    beam_size: int = 1,
-    alpha: float = 0.6,
-    n_best: int = 1,
-    max_len_ratio: float = 2.0,
-    max_len: int | None = None,
-    need_weights: bool = False,
-    batch_tokens: int = DECODE_BATCH_TOKENS,
-    progress=None,
-    prefixes: Sequence[Sequence[int] | None] | None = None,
-    record_search: bool = False,
-    on_step: StepHook | None = None,
-) -> list[Translation]:
-    """Translate source id lists (without EOS: it is added, as the batcher does) in batches.
-
-    `prefixes` (one id list or None per source): each output begins with its forced prefix
-    (sentences with prefixes of one length share a batch). `record_search` keeps each
-    sentence's `SearchTree` (greedy search is then beam search with K = 1, which finds the
-    same); `on_step(index, nodes)` is called with each step's new nodes, `index` the
-    source's position in `sources`.
-
-    `decode_text(ids) -> str` detokenizes; `progress` (a tqdm bar or None) is advanced by
-    the number of sentences in each batch. The output keeps the input order. An output
-    stops at `max_len_ratio` times its source length (plus 5) tokens, the EOS included, or
-    at `max_len` tokens when that is fewer; `max_len` defaults to the model's
-    `max_output_tokens` (image models: an image's source is thousands of pixels long).
-
-    Shapes:
-        Translation.weights (and those of `nbest`): (T, S) RNN, (T, L, H, S) Transformer,
-        T = len(tokens) + 1 and S = len(source) + 1 (the EOS on each side), padding cut off.
-    """
-    device = next(model.parameters()).device
-    if max_len is None:
-        max_len = model.max_output_tokens
-    was_training = model.training
-    model.eval()
-    results: list[Translation | None] = [None] * len(sources)
-    # Beam search multiplies the rows by K: keep the padded-token budget per beam row.
-    budget = max(1, batch_tokens // max(1, beam_size))
-    sources = [[*s, EOS] for s in sources]
-    try:
-        for whole in batches_by_length([len(s) for s in sources], budget):
-            for batch in _by_prefix_length(whole, prefixes):
-                src, src_mask = pad_batch([sources[i] for i in batch], device)
-                prefix = None
-                if prefixes is not None and prefixes[batch[0]]:
-                    prefix = torch.tensor([list(prefixes[i]) for i in batch], device=device)
-                trees: list[SearchTree] | None = [] if record_search else None
-                hook = None
-                if on_step is not None:
-                    hook = _batch_hook(on_step, batch)
-                if beam_size == 1 and n_best == 1 and trees is None and hook is None:
-                    hyps = [
-                        [h]
-                        for h in greedy(
-                            model,
-                            src,
-                            src_mask,
-                            alpha=alpha,
-                            max_len_ratio=max_len_ratio,
-                            max_len=max_len,
-                            need_weights=need_weights,
-                            prefix=prefix,
-                        )
-                    ]
-                else:
-                    hyps = beam_search(
-                        model,
-                        src,
-                        src_mask,
-                        beam_size=beam_size,
-                        alpha=alpha,
-                        n_best=n_best,
-                        max_len_ratio=max_len_ratio,
-                        max_len=max_len,
-                        need_weights=need_weights,
-                        prefix=prefix,
-                        trees=trees,
-                        on_step=hook,
-                    )
-                _keep(results, batch, hyps, trees, sources, decode_text, n_best)
-            if progress is not None:
-                progress.update(len(whole))
-    finally:
-        model.train(was_training)
-    return [r for r in results if r is not None]
-
-
-def _by_prefix_length(batch: list[int], prefixes) -> list[list[int]]:
-    """The batch split so that the sentences of each part have prefixes of one length."""
-    if prefixes is None:
-        return [batch]
-    parts: dict[int, list[int]] = {}
-    for i in batch:
-        parts.setdefault(len(prefixes[i] or ()), []).append(i)
-    return list(parts.values())
-
-
-def _batch_hook(on_step: StepHook, batch: list[int]) -> StepHook:
-    """The search's step hook (sentence = position in the batch) as the caller's (index)."""
-    return lambda b, nodes: on_step(batch[b], nodes)
-
-
-def _keep(results, batch, hyps, trees, sources, decode_text, n_best) -> None:
-    """Store a batch's hypotheses (and trees) as `Translation`s at their sources' places."""
-    for position, (index, nbest) in enumerate(zip(batch, hyps, strict=True)):
-        # Weights cover the batch's padded width: keep this sentence's S columns.
-        width = len(sources[index])
-        nbest = [_trim(h, width) for h in nbest]
-        best = nbest[0]
-        tree = None
-        if trees is not None:
-            tree = trees[position]
-            for node in tree.nodes:  # its weights are read cut to this sentence's S columns
-                node.width = width
-        results[index] = Translation(
-            text=decode_text(best.tokens),
-            tokens=best.tokens,
-            score=best.score,
-            weights=best.weights,
-            nbest=nbest if n_best > 1 else None,
-            log_prob=best.log_prob,
-            search=tree,
-        )
-
-
-def _trim(hyp: Hypothesis, width: int) -> Hypothesis:
-    """The hypothesis with its weights cut to the first `width` source positions."""
-    if hyp.weights is None or hyp.weights.shape[-1] == width:
-        return hyp
-    return replace(hyp, weights=hyp.weights[..., :width].clone())
-
+from attnmt.inference.search import Hypothesis, StepHook, alternatives
+from attnmt.inference.search_json import rounded_matrix, search_record, steering_record
 
 NOT_WORDS = (PAD, BOS, EOS)  # ids a prefix cannot force
-QUANTIZATIONS = ("int8",)
-# Modules that read their linear maps' weight matrices themselves (a slice of W_a, F.linear
-# in fp32), which a quantised linear map no longer has: their maps stay fp32.
-READS_WEIGHTS = (ConcatScore, LocalPredictor)
-
-
-def quantize_model(model: torch.nn.Module, scheme: str) -> torch.nn.Module:
-    """PyTorch dynamic quantisation for decoding on the CPU: every `nn.Linear` (but those of
-    `READS_WEIGHTS`) gets int8 weights (one scale per matrix) and int8 activations
-    quantised batch by batch; the rest (embeddings, norms, recurrent cells) stays fp32. A
-    tied output layer gets its own int8 copy. Returns the quantised model (eval mode);
-    `model` is left as it was.
-
-    Raises:
-        UserError: an unknown scheme, or a model that is not on the CPU (no GPU kernels).
-    """
-    if scheme not in QUANTIZATIONS:
-        raise UserError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, got '{scheme}'")
-    device = next(model.parameters()).device
-    if device.type != "cpu":
-        raise UserError(
-            f"--quantize {scheme} runs on the CPU only (PyTorch's dynamic quantisation has no "
-            f"{device.type} kernels); use --device cpu, or export the run to CTranslate2"
-        )
-    keep = {
-        f"{name}.{child}"
-        for name, module in model.named_modules()
-        if isinstance(module, READS_WEIGHTS)
-        for child, _ in module.named_children()
-    }
-    linears = {
-        name
-        for name, module in model.named_modules()
-        if isinstance(module, torch.nn.Linear) and name not in keep
-    }
-    with warnings.catch_warnings():
-        # torch.ao.quantization is deprecated in favour of the separate torchao package,
-        # which is not a dependency of ours; the eager API still works in torch 2.13.
-        warnings.filterwarnings("ignore", "torch.ao.quantization is deprecated", DeprecationWarning)
-        warnings.filterwarnings("ignore", "torch.quantize_per_tensor", UserWarning)
-        return quantize_dynamic(model, linears, dtype=torch.qint8).eval()
 
 
 # --------------------------------------------------------------------------------------
@@ -470,7 +264,7 @@ class Translator:
                     text=self.vocab.tgt.decode(h.tokens),
                     tokens=h.tokens,
                     score=h.score,
-                    weights=None if h.weights is None else _trim(h, src.size(1)).weights,
+                    weights=h.weights,  # one sentence: no padding to cut
                     log_prob=h.log_prob,
                 ),
             )
@@ -517,55 +311,12 @@ class Translator:
         )
 
     def search_record(self, sentence: Sentence, *, heads: bool = False) -> dict[str, Any]:
-        """The sentence's recorded search as JSON-ready data (see `node_record`)."""
-        result = sentence.translation
-        if result is None or result.search is None:
-            raise ValueError("search_record() needs a translation made with record_search")
-        tree = result.search
-        return {
-            "beam": tree.beam,
-            "alpha": tree.alpha,
-            "source_pieces": labels(self.vocab.src, sentence.ids),
-            "nodes": [node_record(n, self.vocab.tgt, self.choice, heads=heads) for n in tree.nodes],
-            "nbest": list(tree.nbest),
-        }
-
-    def alternative_record(self, sentence: Sentence, alt: Alternative) -> dict[str, Any]:
-        """One of `alternatives`' answers as JSON-ready data: the subword after the prefix,
-        its probability there, the completed translation, its scores and attention."""
-        done = alt.translation
-        record: dict[str, Any] = {
-            "token": alt.token,
-            "piece": str(self.vocab.tgt.id_pieces([alt.token])[0]),
-            "prob": round(math.exp(alt.log_prob), 6),
-            "log_prob_token": round(alt.log_prob, 6),
-            "translation": done.text,
-            "score": round(done.score, 6),
-            "log_prob": round(done.log_prob or 0.0, 6),
-            "target_pieces": labels(self.vocab.tgt, done.tokens),
-        }
-        if done.weights is not None:
-            record["subword_weights"] = rounded_matrix(select(done.weights, self.choice))
-        return record
+        """The sentence's recorded search as JSON-ready data (`search_json`)."""
+        return search_record(self, sentence, heads=heads)
 
     def steering_record(self, sentence: Sentence) -> dict[str, Any]:
         """The sentence's "prefix", "search" and "alternatives", those it has."""
-        out: dict[str, Any] = {}
-        result = sentence.translation
-        if sentence.prefix:
-            out["prefix"] = {
-                "text": self.vocab.tgt.decode(sentence.prefix),
-                "tokens": len(sentence.prefix),
-                "pieces": self.vocab.tgt.id_pieces(sentence.prefix),
-                "ids": list(sentence.prefix),
-            }
-        if result is not None and result.search is not None:
-            out["search"] = self.search_record(sentence)
-        if sentence.alternatives is not None:
-            out["alternatives"] = [
-                self.alternative_record(sentence, a) for a in sentence.alternatives
-            ]
-        return out
+        return steering_record(self, sentence)
 
     def record(self, sentence: Sentence) -> dict[str, Any]:
         """Everything about one sentence as JSON-ready data (the `--alignments json` line)."""
@@ -624,45 +375,3 @@ class Translator:
                 for h in result.nbest
             ]
         return record
-
-
-SEARCH_DIGITS = 4  # decimals of a search node's weights and scores in JSON
-
-
-def node_record(node: Node, tgt, choice, *, heads: bool = False) -> dict[str, Any]:
-    """One node of a recorded search as JSON-ready data (`--search-json`, the server's
-    "search" and its stream). `attention`: the row of the run's aligning map (`choice`);
-    with `heads`, a Transformer's every layer and head too (`attention_heads`, L×H×S)."""
-    d = SEARCH_DIGITS
-    record: dict[str, Any] = {
-        "id": node.id,
-        "parent": node.parent,
-        "depth": node.depth,
-        "token": node.token,
-        "piece": str(tgt.id_pieces([node.token])[0]),
-        "status": node.status,
-        "log_prob": round(node.log_prob, d),
-        "cum_log_prob": round(node.cum_log_prob, d),
-        "score": round(node.score, d),
-        "best": node.best,
-        "rank": node.rank,
-        "rejected": [
-            [str(piece), round(lp, d)]
-            for piece, (_, lp) in zip(
-                tgt.id_pieces([t for t, _ in node.rejected]), node.rejected, strict=True
-            )
-        ],
-        "attention": None,
-    }
-    if node.weights is not None:
-        record["attention"] = [round(float(w), d) for w in select(node.weights[None], choice)[0]]
-        if heads and node.weights.dim() == 3:
-            record["attention_heads"] = [
-                [[round(float(w), d) for w in head] for head in layer] for layer in node.weights
-            ]
-    return record
-
-
-def rounded_matrix(matrix) -> list[list[float]]:
-    """A weight matrix as JSON-ready rows of floats, 5 decimals (translate, serve)."""
-    return [[round(float(x), 5) for x in row] for row in matrix]

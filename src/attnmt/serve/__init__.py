@@ -13,6 +13,7 @@ user's guide.
 """
 
 from attnmt.serve.app import create_app
-from attnmt.serve.decoding import RunDecoder, Settings, clean_line
+from attnmt.serve.decoding import RunDecoder, Settings
+from attnmt.serve.validation import clean_line
 
 __all__ = ["RunDecoder", "Settings", "clean_line", "create_app"]

@@ -21,7 +21,6 @@ import asyncio
 import dataclasses
 import math
 import secrets
-import sys
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from typing import Annotated, Any
@@ -30,22 +29,20 @@ import numpy as np
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnmt.data.images import canvas_text
 from attnmt.errors import UserError
-from attnmt.serve.decoding import RunDecoder, Settings, clean_line
+from attnmt.serve.body import BodyLimit, unreadable
+from attnmt.serve.decoding import RunDecoder, Settings
 from attnmt.serve.images import MAX_EXAMPLES, size_problem
+from attnmt.serve.info_schemas import Health, ModelInfo, ModelList, QueueState
 from attnmt.serve.schemas import (
     ErrorBody,
     ExampleList,
-    Health,
-    ModelInfo,
-    ModelList,
-    QueueState,
     ReadRequest,
     ReadResponse,
     ScoreRequest,
@@ -54,7 +51,8 @@ from attnmt.serve.schemas import (
     TranslateRequest,
     TranslateResponse,
 )
-from attnmt.serve.stream import StreamSink
+from attnmt.serve.stream import EventStream, StreamSink, stream_responses
+from attnmt.serve.validation import clean_line
 from attnmt.serve.worker import ClientGoneError, ModelWorker, Options, QueueFullError
 from attnmt.views.html import inline_assets
 
@@ -62,49 +60,6 @@ API_KEY_ENV = "ATTNMT_API_KEY"
 # The two ways to send the key (module level: FastAPI reads the annotations that use them).
 BEARER = HTTPBearer(auto_error=False, description="the server's --api-key")
 KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False)
-
-
-class EventStream(StreamingResponse):
-    """Server-Sent Events (`attnmt.serve.stream`)."""
-
-    media_type = "text/event-stream"
-
-
-# One Server-Sent Event as a client parses it (OpenAPI 3.2's itemSchema for event streams).
-SSE_EVENT = {
-    "type": "object",
-    "properties": {
-        "event": {"type": "string", "enum": ["start", "step", "done", "error"]},
-        "data": {"type": "string", "contentMediaType": "application/json"},
-    },
-    "required": ["event", "data"],
-}
-
-
-def stream_responses(responses: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """The stream route's documented answers: events on 200, the refusals as JSON (with
-    the stream's media type as the route's, FastAPI would file them under it)."""
-    out: dict[int, dict[str, Any]] = {
-        200: {
-            "description": "Server-Sent Events: 'start' (the source subwords), one 'step' per "
-            "decoding step (the search's new nodes, as in 'search'), then 'done' (the answer "
-            "of POST /api/translate, search included) or 'error' ({detail})",
-            # Each event (itemSchema), and the stream as a whole, for tools without 3.2's.
-            "content": {
-                "text/event-stream": {
-                    "schema": {"type": "array", "items": SSE_EVENT},
-                    "itemSchema": SSE_EVENT,
-                }
-            },
-        }
-    }
-    for code, answer in responses.items():
-        ref = f"#/components/schemas/{answer['model'].__name__}"
-        out[code] = {
-            "description": answer["description"],
-            "content": {"application/json": {"schema": {"$ref": ref}}},
-        }
-    return out
 
 
 class FieldError(BaseModel):
@@ -135,68 +90,6 @@ ERRORS = {
     503: {"model": ErrorBody, "description": "the queue is full: retry after Retry-After s"},
     504: {"model": ErrorBody, "description": "the request waited longer than the timeout"},
 }
-
-
-class BodyLimit:
-    """ASGI middleware: a request body over `limit` bytes is answered 413 unread.
-
-    The declared Content-Length is checked first; a body without one (chunked) is counted
-    as it arrives, so at most `limit` bytes are ever held.
-    """
-
-    def __init__(self, app, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(send, f"the request body is {int(declared):,} bytes")
-            return
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left before the body ended
-                return
-            size += len(message.get("body", b""))
-            if size > self.limit:
-                await self._refuse(send, f"the request body is over {self.limit:,} bytes")
-                return
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        body, replayed = b"".join(chunks), False
-
-        async def replay():
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, send, what: str) -> None:
-        detail = f"{what}; this server takes at most {self.limit:,} bytes (--max-body-bytes)"
-        response = JSONResponse({"detail": detail}, status_code=413)
-        await response({"type": "http"}, None, send)
-
-
-def unreadable(err: BaseException) -> str:
-    """Why json.loads could not read a request body, as one sentence (what, how to fix)."""
-    if isinstance(err, UnicodeDecodeError):
-        return (
-            f"the body is not UTF-8 (byte 0x{err.object[err.start]:02X} at offset {err.start}); "
-            "send JSON encoded as UTF-8"
-        )
-    if isinstance(err, RecursionError):
-        return "the JSON is nested too deeply to read; send the object /openapi.json describes"
-    if isinstance(err, ValueError) and "digits" in str(err):
-        most = sys.get_int_max_str_digits()
-        return f"the JSON holds a number of over {most:,} digits; no field takes one so large"
-    return f"the body is not JSON ({type(err).__name__}); send the object /openapi.json describes"
 
 
 def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:

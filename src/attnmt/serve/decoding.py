@@ -13,7 +13,6 @@ budget (`attnmt.serve.budget`).
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,25 +31,22 @@ from attnmt.inference.attention_maps import (
     select,
 )
 from attnmt.inference.scoring import score_pairs
-from attnmt.inference.translator import node_record, rounded_matrix
+from attnmt.inference.search_json import alternative_record, rounded_matrix
 from attnmt.models.vision import cell_boxes
 from attnmt.serve.budget import LineSize, refusal
 from attnmt.serve.images import ImageRun
+from attnmt.serve.info_schemas import AttentionInfo, BestDev, Limits, ModelInfo
 from attnmt.serve.schemas import (
     MAX_BEAM,
-    AlternativeResult,
-    AttentionInfo,
     AttentionMap,
-    BestDev,
     ExplanationInfo,
     ImageResult,
-    Limits,
     LineResult,
-    ModelInfo,
-    PrefixInfo,
     ScoreResult,
-    SearchRecord,
 )
+from attnmt.serve.search_schemas import AlternativeResult, PrefixInfo, SearchRecord
+from attnmt.serve.stream import step_event
+from attnmt.serve.validation import clean_line
 from attnmt.serve.worker import Options
 
 DIGITS = 5  # decimals of scores in answers (weights: `rounded_matrix`)
@@ -72,30 +68,6 @@ class Settings:
     # model under a minute, the timeout, on one thread of a busy Xeon (docs/serving.md).
     max_search_steps: int = 1 << 17  # beam x longest outputs: beam 5 on 256 30-subword lines
     max_explain_passes: int = 1 << 12  # integrated gradients at 32 steps on 4 such lines
-
-
-def clean_line(line: str, max_chars: int) -> tuple[str, str | None]:
-    """The line as the model reads it, and why it cannot be translated (None if it can).
-
-    Control characters (NUL included) count as spaces, as line breaks do. A lone surrogate
-    (invalid Unicode that JSON can still spell, "\\ud800") makes the line an error; the
-    echoed line shows U+FFFD in its place so the answer stays valid UTF-8.
-    """
-    chars = [" " if unicodedata.category(c) == "Cc" else c for c in line]
-    if any(unicodedata.category(c) == "Cs" for c in chars):
-        shown = "".join("\ufffd" if unicodedata.category(c) == "Cs" else c for c in chars)
-        bad = next(c for c in chars if unicodedata.category(c) == "Cs")
-        return " ".join(shown.split()), (
-            f"the line holds U+{ord(bad):04X}, a lone surrogate, which is not valid Unicode; "
-            "send the text as UTF-8"
-        )
-    text = " ".join("".join(chars).split())
-    if len(text) > max_chars:
-        return text[:max_chars], (
-            f"the line has {len(text):,} characters; this server translates at most "
-            f"{max_chars:,} per line (--max-line-chars)"
-        )
-    return text, None
 
 
 class RunDecoder:
@@ -377,7 +349,7 @@ class RunDecoder:
             result.search = SearchRecord(**translator.search_record(sentence))
         if sentence.alternatives is not None:
             result.alternatives = [
-                AlternativeResult(**translator.alternative_record(sentence, alt))
+                AlternativeResult(**alternative_record(translator, alt))
                 for alt in sentence.alternatives
             ]
         if done.weights is None or not (options.alignments or options.weights):
@@ -417,14 +389,6 @@ class RunDecoder:
     def _choices(self) -> list[AttentionChoice]:
         """Every map a client can ask for: the RNN's one; each layer's mean, then its heads."""
         return every_choice(self.default)
-
-
-def step_event(translator: Translator, nodes) -> dict[str, Any]:
-    """A streamed step: the nodes the search made (`attnmt.inference.search.Node`) as
-    JSON-ready data, the same as the final answer's `search.nodes` but for `best` and
-    `rank`, which only the end of the search knows."""
-    records = [node_record(n, translator.vocab.tgt, translator.choice) for n in nodes]
-    return {"depth": max((n["depth"] for n in records), default=0), "nodes": records}
 
 
 def _map_name(choice: AttentionChoice, why) -> str:

@@ -29,10 +29,11 @@ from attnmt.data.images import Canvas, CanvasVocab
 from attnmt.explain import explain
 from attnmt.inference import LoadedRun, Sentence, Translator
 from attnmt.inference.attention_maps import AttentionChoice, labels
-from attnmt.inference.translator import rounded_matrix
+from attnmt.inference.search_json import rounded_matrix
 from attnmt.inference.vision import glimpse_path, pixel_map, split_canvases
 from attnmt.models.vision import DOWNSAMPLE, MAX_SYMBOLS, grid_size
-from attnmt.serve.schemas import MAX_LEVEL, ExplanationInfo, ImageExample, ImageInfo, ImageResult
+from attnmt.serve.info_schemas import ImageInfo
+from attnmt.serve.schemas import MAX_LEVEL, ExplanationInfo, ImageExample, ImageResult
 
 DIGITS = 5  # decimals of scores (weights: `rounded_matrix`)
 MAX_DIGITS = MAX_SYMBOLS  # symbols read in one image before the reading is cut (tasks: <= 5)

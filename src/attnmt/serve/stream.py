@@ -26,7 +26,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from fastapi.responses import StreamingResponse
+
 from attnmt.errors import UserError
+from attnmt.inference.search_json import node_record
 
 _END = object()  # put when the job's future settles: no event comes after it
 POLL_SECONDS = 0.25  # how often a quiet stream checks whether its client is still there
@@ -97,3 +100,54 @@ class StreamSink:
             if not job.future.done():  # the client left, or the time ran out
                 job.future.cancel()
                 worker.cancel(job)
+
+
+class EventStream(StreamingResponse):
+    """Server-Sent Events (`attnmt.serve.stream`)."""
+
+    media_type = "text/event-stream"
+
+
+# One Server-Sent Event as a client parses it (OpenAPI 3.2's itemSchema for event streams).
+SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["start", "step", "done", "error"]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+    "required": ["event", "data"],
+}
+
+
+def stream_responses(responses: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The stream route's documented answers: events on 200, the refusals as JSON (with
+    the stream's media type as the route's, FastAPI would file them under it)."""
+    out: dict[int, dict[str, Any]] = {
+        200: {
+            "description": "Server-Sent Events: 'start' (the source subwords), one 'step' per "
+            "decoding step (the search's new nodes, as in 'search'), then 'done' (the answer "
+            "of POST /api/translate, search included) or 'error' ({detail})",
+            # Each event (itemSchema), and the stream as a whole, for tools without 3.2's.
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "array", "items": SSE_EVENT},
+                    "itemSchema": SSE_EVENT,
+                }
+            },
+        }
+    }
+    for code, answer in responses.items():
+        ref = f"#/components/schemas/{answer['model'].__name__}"
+        out[code] = {
+            "description": answer["description"],
+            "content": {"application/json": {"schema": {"$ref": ref}}},
+        }
+    return out
+
+
+def step_event(translator, nodes) -> dict[str, Any]:
+    """A streamed step: the nodes the search made (`attnmt.inference.search.Node`) as
+    JSON-ready data, the same as the final answer's `search.nodes` but for `best` and
+    `rank`, which only the end of the search knows."""
+    records = [node_record(n, translator.vocab.tgt, translator.choice) for n in nodes]
+    return {"depth": max((n["depth"] for n in records), default=0), "nodes": records}

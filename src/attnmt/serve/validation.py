@@ -5,11 +5,13 @@ JSON has one kind of number: 5.0 is the integer 5 to JSON Schema, and to a JavaS
 client that computed it, so a whole-number field takes it (`whole`); 5.5, "5" and true
 stay refused. Both-or-neither of two inputs is published as a `oneOf` (`exactly_one`).
 That an image's rows are equally long JSON Schema cannot say: `image_problem` checks it.
+A line's text is cleaned (control characters, lone surrogates, its length) by `clean_line`.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 from pydantic import ConfigDict
@@ -60,3 +62,27 @@ def image_problem(image: Any, which: str) -> str | None:
                     f"is a whole number from 0 to {MAX_LEVEL}"
                 )
     return None
+
+
+def clean_line(line: str, max_chars: int) -> tuple[str, str | None]:
+    """The line as the model reads it, and why it cannot be translated (None if it can).
+
+    Control characters (NUL included) count as spaces, as line breaks do. A lone surrogate
+    (invalid Unicode that JSON can still spell, "\\ud800") makes the line an error; the
+    echoed line shows U+FFFD in its place so the answer stays valid UTF-8.
+    """
+    chars = [" " if unicodedata.category(c) == "Cc" else c for c in line]
+    if any(unicodedata.category(c) == "Cs" for c in chars):
+        shown = "".join("\ufffd" if unicodedata.category(c) == "Cs" else c for c in chars)
+        bad = next(c for c in chars if unicodedata.category(c) == "Cs")
+        return " ".join(shown.split()), (
+            f"the line holds U+{ord(bad):04X}, a lone surrogate, which is not valid Unicode; "
+            "send the text as UTF-8"
+        )
+    text = " ".join("".join(chars).split())
+    if len(text) > max_chars:
+        return text[:max_chars], (
+            f"the line has {len(text):,} characters; this server translates at most "
+            f"{max_chars:,} per line (--max-line-chars)"
+        )
+    return text, None

@@ -21,7 +21,7 @@ from attnmt.data.alignments import format_pharaoh
 from attnmt.explain.methods import scale_of
 from attnmt.inference.alignment import source_words, target_words, word_view
 from attnmt.inference.attention_maps import AttentionChoice, every_choice, labels, select
-from attnmt.inference.translator import rounded_matrix
+from attnmt.inference.search_json import rounded_matrix
 
 
 def map_entry(

@@ -1,0 +1,168 @@
+"""Decoding source id lists in batches: `translate_ids`, the engine under `Translator`,
+validation during training, `attnmt evaluate` and `plot`. It batches sources by length,
+decodes them (greedy or beam, with the attention weights, a forced prefix and the
+recorded search when asked) and detokenizes, keeping the input order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor
+
+from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
+from attnmt.data.vocab import EOS
+from attnmt.inference.search import Hypothesis, SearchTree, StepHook, beam_search, greedy
+
+
+@dataclass
+class Translation:
+    """One translated sentence: text, token ids, score and (when asked) attention weights."""
+
+    text: str
+    tokens: list[int]
+    score: float
+    weights: Tensor | None = None  # (T, S) RNN, (T, L, H, S) Transformer
+    nbest: list[Hypothesis] | None = None
+    log_prob: float | None = None  # log P(tokens, EOS | source), before the length penalty
+    search: SearchTree | None = None  # the recorded search (`record_search`)
+
+
+@torch.no_grad()
+def translate_ids(
+    model: torch.nn.Module,
+    sources: Sequence[Sequence[int]],
+    decode_text,
+    *,
+    beam_size: int = 1,
+    alpha: float = 0.6,
+    n_best: int = 1,
+    max_len_ratio: float = 2.0,
+    max_len: int | None = None,
+    need_weights: bool = False,
+    batch_tokens: int = DECODE_BATCH_TOKENS,
+    progress=None,
+    prefixes: Sequence[Sequence[int] | None] | None = None,
+    record_search: bool = False,
+    on_step: StepHook | None = None,
+) -> list[Translation]:
+    """Translate source id lists (without EOS: it is added, as the batcher does) in batches.
+
+    `prefixes` (one id list or None per source): each output begins with its forced prefix
+    (sentences with prefixes of one length share a batch). `record_search` keeps each
+    sentence's `SearchTree` (greedy search is then beam search with K = 1, which finds the
+    same); `on_step(index, nodes)` is called with each step's new nodes, `index` the
+    source's position in `sources`.
+
+    `decode_text(ids) -> str` detokenizes; `progress` (a tqdm bar or None) is advanced by
+    the number of sentences in each batch. The output keeps the input order. An output
+    stops at `max_len_ratio` times its source length (plus 5) tokens, the EOS included, or
+    at `max_len` tokens when that is fewer; `max_len` defaults to the model's
+    `max_output_tokens` (image models: an image's source is thousands of pixels long).
+
+    Shapes:
+        Translation.weights (and those of `nbest`): (T, S) RNN, (T, L, H, S) Transformer,
+        T = len(tokens) + 1 and S = len(source) + 1 (the EOS on each side), padding cut off.
+    """
+    device = next(model.parameters()).device
+    if max_len is None:
+        max_len = model.max_output_tokens
+    was_training = model.training
+    model.eval()
+    results: list[Translation | None] = [None] * len(sources)
+    # Beam search multiplies the rows by K: keep the padded-token budget per beam row.
+    budget = max(1, batch_tokens // max(1, beam_size))
+    sources = [[*s, EOS] for s in sources]
+    try:
+        for whole in batches_by_length([len(s) for s in sources], budget):
+            for batch in _by_prefix_length(whole, prefixes):
+                src, src_mask = pad_batch([sources[i] for i in batch], device)
+                prefix = None
+                if prefixes is not None and prefixes[batch[0]]:
+                    prefix = torch.tensor([list(prefixes[i]) for i in batch], device=device)
+                trees: list[SearchTree] | None = [] if record_search else None
+                hook = None
+                if on_step is not None:
+                    hook = _batch_hook(on_step, batch)
+                if beam_size == 1 and n_best == 1 and trees is None and hook is None:
+                    hyps = [
+                        [h]
+                        for h in greedy(
+                            model,
+                            src,
+                            src_mask,
+                            alpha=alpha,
+                            max_len_ratio=max_len_ratio,
+                            max_len=max_len,
+                            need_weights=need_weights,
+                            prefix=prefix,
+                        )
+                    ]
+                else:
+                    hyps = beam_search(
+                        model,
+                        src,
+                        src_mask,
+                        beam_size=beam_size,
+                        alpha=alpha,
+                        n_best=n_best,
+                        max_len_ratio=max_len_ratio,
+                        max_len=max_len,
+                        need_weights=need_weights,
+                        prefix=prefix,
+                        trees=trees,
+                        on_step=hook,
+                    )
+                _keep(results, batch, hyps, trees, sources, decode_text, n_best)
+            if progress is not None:
+                progress.update(len(whole))
+    finally:
+        model.train(was_training)
+    return [r for r in results if r is not None]
+
+
+def _by_prefix_length(batch: list[int], prefixes) -> list[list[int]]:
+    """The batch split so that the sentences of each part have prefixes of one length."""
+    if prefixes is None:
+        return [batch]
+    parts: dict[int, list[int]] = {}
+    for i in batch:
+        parts.setdefault(len(prefixes[i] or ()), []).append(i)
+    return list(parts.values())
+
+
+def _batch_hook(on_step: StepHook, batch: list[int]) -> StepHook:
+    """The search's step hook (sentence = position in the batch) as the caller's (index)."""
+    return lambda b, nodes: on_step(batch[b], nodes)
+
+
+def _keep(results, batch, hyps, trees, sources, decode_text, n_best) -> None:
+    """Store a batch's hypotheses (and trees) as `Translation`s at their sources' places."""
+    for position, (index, nbest) in enumerate(zip(batch, hyps, strict=True)):
+        # Weights cover the batch's padded width: keep this sentence's S columns.
+        width = len(sources[index])
+        nbest = [_trim(h, width) for h in nbest]
+        best = nbest[0]
+        tree = None
+        if trees is not None:
+            tree = trees[position]
+            for node in tree.nodes:  # its weights are read cut to this sentence's S columns
+                node.width = width
+        results[index] = Translation(
+            text=decode_text(best.tokens),
+            tokens=best.tokens,
+            score=best.score,
+            weights=best.weights,
+            nbest=nbest if n_best > 1 else None,
+            log_prob=best.log_prob,
+            search=tree,
+        )
+
+
+def _trim(hyp: Hypothesis, width: int) -> Hypothesis:
+    """The hypothesis with its weights cut to the first `width` source positions."""
+    if hyp.weights is None or hyp.weights.shape[-1] == width:
+        return hyp
+    return replace(hyp, weights=hyp.weights[..., :width].clone())

@@ -1,0 +1,129 @@
+"""What a search starts from and what it returns: `Hypothesis` (an output with its score
+and weights), GNMT's length penalty, the output length limits, and `Start`, the decoder
+positioned after a forced prefix (`begin` reads the prefix once per sentence, before any
+beam or alternative is made from it). `attnmt.inference.search` runs the searches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from attnmt.cancel import checkpoint
+from attnmt.data.vocab import BOS
+
+
+@dataclass
+class Hypothesis:
+    """One output sentence.
+
+    Shapes:
+        weights: (T, S) for RNN decoders, (T, L, H, S) for the Transformer, where T counts
+        the tokens plus the final EOS (the step that ended the sentence has weights too).
+    """
+
+    tokens: list[int]
+    score: float  # log P(tokens, EOS | source) / lp(len(tokens) + 1), greedy and beam alike
+    log_prob: float  # log P(tokens, EOS | source)
+    weights: Tensor | None = None
+    node: int | None = None  # its finished node in the recorded `SearchTree`, if recorded
+
+
+@dataclass
+class Start:
+    """The decoder positioned after a forced prefix (`begin`), one row per sentence: the
+    encoder's output and the state are computed once and shared by every beam and
+    alternative made from them.
+
+    Shapes:
+        prev (B,): the last token read next (BOS, or the prefix's last); tokens and
+        token_log_probs (B, P); log_prob (B,); weights (B, P, ...) or None.
+    """
+
+    memory: Any
+    state: Any
+    prev: Tensor
+    tokens: Tensor
+    token_log_probs: Tensor
+    log_prob: Tensor
+    weights: Tensor | None
+
+    @property
+    def length(self) -> int:
+        return self.tokens.size(1)
+
+    def select(self, rows: Tensor) -> Start:
+        return Start(
+            memory=self.memory.select(rows),
+            state=self.state.select(rows),
+            prev=self.prev[rows],
+            tokens=self.tokens[rows],
+            token_log_probs=self.token_log_probs[rows],
+            log_prob=self.log_prob[rows],
+            weights=None if self.weights is None else self.weights[rows],
+        )
+
+
+@torch.no_grad()
+def begin(
+    model: torch.nn.Module,
+    src: Tensor,
+    src_mask: Tensor,
+    prefix: Tensor | None = None,
+    *,
+    need_weights: bool = False,
+) -> Start:
+    """Encode the batch and read a forced `prefix` (the same length for every sentence;
+    None: none), keeping what the model gave each forced token: its log-probability (the
+    model's own, as `attnmt score` reads it) and its attention row.
+
+    Shapes:
+        src, src_mask: (B, S); prefix: (B, P) target ids without BOS/EOS
+    """
+    batch, device = src.size(0), src.device
+    memory = model.encode(src, src_mask)
+    state = model.init_state(memory)
+    prev = torch.full((batch,), BOS, dtype=torch.long, device=device)
+    if prefix is None:
+        prefix = torch.empty(batch, 0, dtype=torch.long, device=device)
+    picked, weights = [], []
+    for t in range(prefix.size(1)):
+        checkpoint()
+        logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        prev = prefix[:, t]
+        picked.append(log_probs.gather(1, prev[:, None]).squeeze(1))
+        if need_weights:
+            weights.append(step_weights.float().cpu())
+    token_log_probs = torch.stack(picked, dim=1) if picked else torch.zeros(batch, 0, device=device)
+    return Start(
+        memory=memory,
+        state=state,
+        prev=prev,
+        tokens=prefix,
+        token_log_probs=token_log_probs,
+        log_prob=token_log_probs.sum(dim=1),
+        weights=torch.stack(weights, dim=1) if weights else None,
+    )
+
+
+def output_limits(src_mask: Tensor, ratio: float, max_len: int | None, start: Start) -> Tensor:
+    """Each sentence's maximum output length (EOS included): `max_lengths`, capped at
+    `max_len`, and always room for the forced prefix and an EOS after it."""
+    limits = max_lengths(src_mask, ratio)
+    if max_len is not None:
+        limits = limits.clamp(max=max_len)
+    return limits.clamp(min=start.length + 1)
+
+
+def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_lengths(src_mask: Tensor, ratio: float, extra: int = 5) -> Tensor:
+    """Maximum output length per sentence: ratio × source length + extra. Shapes: (B,)."""
+    return (src_mask.sum(dim=1).float() * ratio).long() + extra
