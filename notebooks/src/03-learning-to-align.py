@@ -17,7 +17,7 @@
 # question at every step is what has already appeared at this budget and what has not.
 
 # %%
-from attnmt.tutorial import Chapter
+from attnmt.tutorial import Chapter, table
 
 chapter = Chapter("03-learning-to-align")  # the budget: $ATTNMT_BUDGET, "full" or "smoke"
 FR_STEPS = chapter.pick(smoke=3, full=1200)  # English -> French RNNsearch updates
@@ -150,6 +150,31 @@ print(f"{on_diagonal} of {T} French words look at the diagonal's English word")
 
 # %%
 fr.translate(verse.src, beam=5)
+
+# %% [markdown]
+# ## The search behind the translation
+#
+# That translation is the winner of a beam search. `search=True` keeps all of it: the tree
+# under the heatmap has one column per output subword and every candidate the search
+# weighed at that step, its colour the subword's probability, the pruned ones faded where
+# they lost, the chosen path bold. Hover a node for its probability, the subwords it
+# rejected and where it looked. `prefix=` forces the start of the translation and
+# `alternatives=` lists the likeliest next subwords after it, each completed by the search:
+# the "continue from here" of an interactive translator (docs/decoding.md, "The search").
+
+# %%
+searched = fr.translate(verse.src, beam=5, search=True)
+kept = sum(node["status"] == "kept" for node in searched.search["nodes"])
+pruned = sum(node["status"] == "pruned" for node in searched.search["nodes"])
+print(f"{len(searched.search['nodes'])} nodes: {kept} kept, {pruned} pruned")
+searched
+
+# %%
+start = " ".join(verse.tgt.split()[:2])  # the reference's first two words, forced
+steered = fr.translate(verse.src, beam=5, prefix=start, alternatives=3)
+print(f"forced: {start!r} -> {steered.text}")
+table([(a["piece"], a["prob"], a["translation"], a["score"]) for a in steered.alternatives],
+      ["next subword", "probability", "completed by the search (beam 5)", "score"])
 
 # %% [markdown]
 # A few more test verses, as in Figure 3 of the paper, read against their references:
