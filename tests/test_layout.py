@@ -4,9 +4,12 @@ imports the commands, imports at the top of modules, no file past ~450 lines."""
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
+
+from attnmt.views.html import PLACEHOLDERS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attnmt"
 MAX_LINES = 450
@@ -156,3 +159,14 @@ def test_the_special_token_ids_are_defined_once():
         if isinstance(element, ast.Name) and element.id in {"PAD", "UNK", "BOS", "EOS"}
     ]
     assert definitions == ["attnmt.data.vocab"] * 4
+
+
+def test_the_page_and_view_assets_are_package_data():
+    """A non-editable install ships only what pyproject lists: every file the explorer page
+    and the notebook views paste in (`attnmt.views.html.PLACEHOLDERS`) must be there."""
+    data = tomllib.loads((PACKAGE.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = data["tool"]["setuptools"]["package-data"]
+    assert set(PLACEHOLDERS.values()) <= set(shipped["attnmt.views"])
+    assert "explorer.html" in shipped["attnmt.serve"]
+    for name in PLACEHOLDERS.values():
+        assert (PACKAGE / "views" / name).is_file()
