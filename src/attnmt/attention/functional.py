@@ -218,10 +218,12 @@ def scaled_dot_product(
         context = _sdpa(query, key, value, dropout_p=dropout_p, is_causal=causal)
         return AttentionOutput(context=context, weights=None)
     alive = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
-    if query.device.type == "cpu" and bool(alive.all()):
+    if query.device.type == "cpu" and not torch.compiler.is_exporting() and bool(alive.all()):
         # The usual case (padding masks leave every row something): the mask goes straight
         # to SDPA, without the two extra passes below (benchmarks/kernels.py, multi-head).
-        # On the CPU only: on a GPU the check would cost a device synchronisation.
+        # On the CPU only: on a GPU the check would cost a device synchronisation. Not
+        # while exporting a graph (torch.export, ONNX): a branch on the data cannot be
+        # traced, and the path below is right for every mask.
         context = _sdpa(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return AttentionOutput(context=context, weights=None)
     # SDPA gives NaN for a row with nothing to attend: let such rows see everything, then
