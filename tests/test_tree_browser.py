@@ -99,6 +99,7 @@ window.trees[0].show(SEARCH);
 window.trees[1].show(Object.assign({}, SEARCH, {nodes: []}));
 window.trees[1].add(SEARCH.nodes.slice(0, 9));
 window.trees[1].add(SEARCH.nodes.slice(9));
+window.trees[1].flush();
 """
 
 
@@ -251,6 +252,7 @@ def test_streamed_in_chunks_draws_the_same_tree(page):
     page.evaluate("window.trees[1].show(Object.assign({}, window.trees[1].search, {nodes: []}))")
     assert two.locator(".node").count() == 0
     page.evaluate("(nodes) => window.trees[1].add(nodes)", RECORD["nodes"])
+    page.wait_for_function("document.querySelectorAll('#two .node').length > 0")  # a frame
     assert two.locator(".tree-box").evaluate("b => b.scrollLeft > 0")
     page.evaluate("(search) => window.trees[1].finish(search)", RECORD)
     assert two.locator(".node").count() == len(NODES)

@@ -4,7 +4,8 @@
 //
 //   const tree = AttnmtTree.create({ onContinue, onSelect });  // tree.el: a <div class="attnmt-tree">
 //   tree.show(search);    // draw a whole "search" record (replaces what was drawn)
-//   tree.add(nodes);      // streaming: append nodes (same shape) and redraw
+//   tree.add(nodes);      // streaming: append nodes (same shape), drawn at the next frame
+//   tree.flush();         // draw what add() brought now
 //   tree.finish(search);  // the final record: the same as show(search)
 //
 // `search` is {beam, alpha, source_pieces, nodes, nbest}; a node is {id, parent, depth,
@@ -70,7 +71,7 @@ const AttnmtTree = (() => {
       el('div', { class: 'tree-controls' }, el('label', {}, pruneBox, ' show pruned'), legend()),
       box, details, nbest);
     const t = {
-      el: root, search: null, nodes: [], byId: new Map(), nodeEls: new Map(), edgeEls: new Map(),
+      el: root, search: null, nodes: [], byId: new Map(), at: new Map(), nodeEls: new Map(), edgeEls: new Map(),
       pinned: null, shown: null, lit: [], pos: new Map(),
     };
 
@@ -306,26 +307,22 @@ const AttnmtTree = (() => {
     });
     pruneBox.addEventListener('change', render);
 
+    // Nodes by id, and where each sits in t.nodes (a node sent again replaces itself).
     function index(nodes) {
       for (const n of nodes || []) {
         if (!n || n.id == null) continue;
-        if (t.byId.has(n.id)) t.nodes[t.nodes.findIndex((m) => m.id === n.id)] = n;
-        else t.nodes.push(n);
+        if (t.byId.has(n.id)) t.nodes[t.at.get(n.id)] = n;
+        else { t.at.set(n.id, t.nodes.length); t.nodes.push(n); }
         t.byId.set(n.id, n);
       }
     }
 
-    t.show = (search) => {
-      t.search = search || {};
-      t.nodes = [];
-      t.byId = new Map();
-      t.pinned = null;
-      index(Array.isArray(t.search.nodes) ? t.search.nodes : []);
-      render();
-    };
-    t.add = (nodes) => {
-      if (!t.search) t.search = { nodes: [] };
-      index(Array.isArray(nodes) ? nodes : [nodes]);
+    // Streaming brings a step every few milliseconds and a long beam search thousands of
+    // nodes: add() draws at most once per animation frame (each drawing is the whole tree),
+    // so the page keeps up with the server; show() and flush() draw at once.
+    let pending = 0;
+    function drawAdded() {
+      pending = 0;
       render();
       // Bring the newest column into view.
       box.scrollLeft = box.scrollWidth;
@@ -335,7 +332,25 @@ const AttnmtTree = (() => {
         const y = t.pos.get(newest[0].id).y + PAD;
         if (y < box.scrollTop || y + NODE_H > box.scrollTop + box.clientHeight) box.scrollTop = Math.max(0, y - ROW);
       }
+    }
+    function cancelPending() { if (pending) { cancelAnimationFrame(pending); pending = 0; } }
+
+    t.show = (search) => {
+      cancelPending();
+      t.search = search || {};
+      t.nodes = [];
+      t.byId = new Map();
+      t.at = new Map();
+      t.pinned = null;
+      index(Array.isArray(t.search.nodes) ? t.search.nodes : []);
+      render();
     };
+    t.add = (nodes) => {
+      if (!t.search) t.search = { nodes: [] };
+      index(Array.isArray(nodes) ? nodes : [nodes]);
+      if (!pending) pending = requestAnimationFrame(drawAdded);
+    };
+    t.flush = () => { if (pending) { cancelPending(); drawAdded(); } };
     t.finish = (search) => t.show(search);
     t.path = (id) => pathTo(t.byId.get(id));
     return t;
