@@ -9,39 +9,52 @@ Modules: `search` (greedy and beam search, both returning attention weights),
 `translator` (text in, hypotheses with weights out), `runs` (loading a run),
 `attention_maps` (which matrix counts, forced decoding, plot files), `alignment`
 (subwords to words, links, AER) and `evaluation` (decode a split and score it).
+
+The names below load on first use: the searches (`search`, `hypotheses`, `search_tree`)
+import no torch, so `attnmt.runtime` decodes an ONNX export with them, without torch.
 """
 
-from attnmt.inference.alignment import (
-    SideWords,
-    WordView,
-    alignment_scores,
-    collapsed,
-    diagonal_alignment,
-    extract_alignment,
-    merge_to_words,
-    source_words,
-    target_words,
-    word_view,
-)
-from attnmt.inference.attention_maps import (
-    AttentionChoice,
-    choose_attention,
-    draw_saved,
-    forced_weights,
-    labels,
-    select,
-    write_attention,
-)
-from attnmt.inference.decode_ids import Translation, translate_ids
-from attnmt.inference.evaluation import (
-    alignment_report,
-    evaluate_examples,
-    symmetrized_report,
-)
-from attnmt.inference.runs import LoadedRun, find_checkpoint, load_run
-from attnmt.inference.search import Hypothesis, beam_search, greedy, length_penalty
-from attnmt.inference.translator import MAX_SOURCE_TOKENS, Sentence, Translator, source_limit
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# name -> the module of attnmt.inference that defines it
+_EXPORTS = {
+    "SideWords": "alignment",
+    "WordView": "alignment",
+    "alignment_scores": "alignment",
+    "collapsed": "alignment",
+    "diagonal_alignment": "alignment",
+    "extract_alignment": "alignment",
+    "merge_to_words": "alignment",
+    "source_words": "alignment",
+    "target_words": "alignment",
+    "word_view": "alignment",
+    "AttentionChoice": "attention_maps",
+    "choose_attention": "attention_maps",
+    "draw_saved": "attention_maps",
+    "forced_weights": "attention_maps",
+    "labels": "attention_maps",
+    "select": "attention_maps",
+    "write_attention": "attention_maps",
+    "Translation": "decode_ids",
+    "translate_ids": "decode_ids",
+    "alignment_report": "evaluation",
+    "evaluate_examples": "evaluation",
+    "symmetrized_report": "evaluation",
+    "LoadedRun": "runs",
+    "find_checkpoint": "runs",
+    "load_run": "runs",
+    "Hypothesis": "search",
+    "beam_search": "search",
+    "greedy": "search",
+    "length_penalty": "search",
+    "MAX_SOURCE_TOKENS": "translator",
+    "Sentence": "translator",
+    "Translator": "translator",
+    "source_limit": "translator",
+}
 __all__ = [
     "MAX_SOURCE_TOKENS",
     "AttentionChoice",
@@ -77,3 +90,47 @@ __all__ = [
     "word_view",
     "write_attention",
 ]
+
+if TYPE_CHECKING:  # what type checkers and editors see
+    from attnmt.inference.alignment import (
+        SideWords,
+        WordView,
+        alignment_scores,
+        collapsed,
+        diagonal_alignment,
+        extract_alignment,
+        merge_to_words,
+        source_words,
+        target_words,
+        word_view,
+    )
+    from attnmt.inference.attention_maps import (
+        AttentionChoice,
+        choose_attention,
+        draw_saved,
+        forced_weights,
+        labels,
+        select,
+        write_attention,
+    )
+    from attnmt.inference.decode_ids import Translation, translate_ids
+    from attnmt.inference.evaluation import (
+        alignment_report,
+        evaluate_examples,
+        symmetrized_report,
+    )
+    from attnmt.inference.runs import LoadedRun, find_checkpoint, load_run
+    from attnmt.inference.search import Hypothesis, beam_search, greedy, length_penalty
+    from attnmt.inference.translator import MAX_SOURCE_TOKENS, Sentence, Translator, source_limit
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'attnmt.inference' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"attnmt.inference.{_EXPORTS[name]}"), name)
+    globals()[name] = value  # once loaded, an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

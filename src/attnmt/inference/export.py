@@ -29,7 +29,6 @@ added by CTranslate2 itself (`add_source_eos`). Beside the model go our vocabula
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -45,6 +44,7 @@ from attnmt.data.images import CanvasVocab
 from attnmt.data.synthetic import SymbolVocab
 from attnmt.data.vocab import BOS, EOS, PAD, UNK
 from attnmt.errors import UserError
+from attnmt.inference.export_dir import replace_dir, vocab_info
 from attnmt.inference.runs import LoadedRun
 from attnmt.models.transformer import Transformer, sinusoidal_positions
 
@@ -173,13 +173,8 @@ def _feed_forward(spec, ff, norm: torch.nn.LayerNorm) -> None:
 
 def export_info(loaded: LoadedRun, quantization: str, max_positions: int) -> dict:
     """What a loader needs beside the model: where it came from and how to tokenise."""
-    vocab = loaded.vocab
-    if isinstance(vocab.src, SymbolVocab):
-        kind, files = "symbols", ["vocab/symbols.json"]
-    else:
-        kind = "sentencepiece"
-        names = ["joint"] if vocab.joint else ["src", "tgt"]
-        files = [f"vocab/{name}.model" for name in names]
+    vocab = vocab_info(loaded)
+    vocab["source_eos"] = "added by CTranslate2 (config.json add_source_eos)"
     return {
         "format": "ctranslate2",
         "attnmt_version": __version__,
@@ -190,13 +185,7 @@ def export_info(loaded: LoadedRun, quantization: str, max_positions: int) -> dic
         "model": loaded.cfg.model.name,
         "quantization": quantization,
         "max_positions": max_positions,
-        "vocab": {
-            "kind": kind,  # sentencepiece: pieces; symbols: whitespace-separated tokens
-            "joint": vocab.joint,
-            "files": files,
-            "special_ids": {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS},
-            "source_eos": "added by CTranslate2 (config.json add_source_eos)",
-        },
+        "vocab": vocab,
     }
 
 
@@ -233,21 +222,10 @@ def export_ctranslate2(
         loaded.vocab.save(tmp / "vocab")
         info = export_info(loaded, quantization, max_positions)
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        _replace_dir(tmp, out)
+        replace_dir(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
-
-
-def _replace_dir(new: Path, out: Path) -> None:
-    """Rename `new` to `out`; an old `out` is moved aside first and removed after."""
-    if not out.exists():
-        os.replace(new, out)
-        return
-    old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
-    os.replace(out, old / out.name)
-    os.replace(new, out)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def default_out(loaded: LoadedRun, quantization: str) -> Path:

@@ -7,13 +7,14 @@ beam or alternative is made from it). `attnmt.inference.search` runs the searche
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from attnmt.cancel import checkpoint
 from attnmt.data.vocab import BOS
+from attnmt.inference.array_ops import ArrayOps, array_ops, without_grad
+
+if TYPE_CHECKING:  # torch tensors or numpy arrays (an export decoded by attnmt.runtime)
+    from torch import Tensor
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Start:
 
     @property
     def length(self) -> int:
-        return self.tokens.size(1)
+        return self.tokens.shape[1]
 
     def select(self, rows: Tensor) -> Start:
         return Start(
@@ -67,9 +68,9 @@ class Start:
         )
 
 
-@torch.no_grad()
+@without_grad
 def begin(
-    model: torch.nn.Module,
+    model: Any,
     src: Tensor,
     src_mask: Tensor,
     prefix: Tensor | None = None,
@@ -83,40 +84,43 @@ def begin(
     Shapes:
         src, src_mask: (B, S); prefix: (B, P) target ids without BOS/EOS
     """
-    batch, device = src.size(0), src.device
+    ops = array_ops(model, src)
+    batch = src.shape[0]
     memory = model.encode(src, src_mask)
     state = model.init_state(memory)
-    prev = torch.full((batch,), BOS, dtype=torch.long, device=device)
+    prev = ops.full((batch,), BOS, ops.long)
     if prefix is None:
-        prefix = torch.empty(batch, 0, dtype=torch.long, device=device)
+        prefix = ops.full((batch, 0), 0, ops.long)
     picked, weights = [], []
-    for t in range(prefix.size(1)):
+    for t in range(prefix.shape[1]):
         checkpoint()
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        log_probs = ops.log_softmax(logits)
         prev = prefix[:, t]
-        picked.append(log_probs.gather(1, prev[:, None]).squeeze(1))
+        picked.append(ops.take(log_probs, prev[:, None])[:, 0])
         if need_weights:
-            weights.append(step_weights.float().cpu())
-    token_log_probs = torch.stack(picked, dim=1) if picked else torch.zeros(batch, 0, device=device)
+            weights.append(ops.host(step_weights))
+    token_log_probs = ops.stack(picked, 1) if picked else ops.full((batch, 0), 0.0, ops.float)
     return Start(
         memory=memory,
         state=state,
         prev=prev,
         tokens=prefix,
         token_log_probs=token_log_probs,
-        log_prob=token_log_probs.sum(dim=1),
-        weights=torch.stack(weights, dim=1) if weights else None,
+        log_prob=token_log_probs.sum(1),
+        weights=ops.stack(weights, 1) if weights else None,
     )
 
 
-def output_limits(src_mask: Tensor, ratio: float, max_len: int | None, start: Start) -> Tensor:
+def output_limits(
+    src_mask: Tensor, ratio: float, max_len: int | None, start: Start, ops: ArrayOps
+) -> Tensor:
     """Each sentence's maximum output length (EOS included): `max_lengths`, capped at
     `max_len`, and always room for the forced prefix and an EOS after it."""
-    limits = max_lengths(src_mask, ratio)
+    limits = max_lengths(src_mask, ratio, ops=ops)
     if max_len is not None:
-        limits = limits.clamp(max=max_len)
-    return limits.clamp(min=start.length + 1)
+        limits = limits.clip(max=max_len)
+    return limits.clip(min=start.length + 1)
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -124,6 +128,10 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def max_lengths(src_mask: Tensor, ratio: float, extra: int = 5) -> Tensor:
+def max_lengths(
+    src_mask: Tensor, ratio: float, extra: int = 5, *, ops: ArrayOps | None = None
+) -> Tensor:
     """Maximum output length per sentence: ratio × source length + extra. Shapes: (B,)."""
-    return (src_mask.sum(dim=1).float() * ratio).long() + extra
+    ops = ops or array_ops(None, src_mask)
+    lengths = ops.astype(src_mask.sum(1), ops.float)
+    return ops.astype(lengths * ratio, ops.long) + extra

@@ -35,12 +35,11 @@ attribute read a step.
 from __future__ import annotations
 
 import math
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from attnmt.cancel import checkpoint
 from attnmt.data.vocab import BOS, EOS, PAD
+from attnmt.inference.array_ops import array_ops, without_grad
 from attnmt.inference.hypotheses import (
     Hypothesis,
     Start,
@@ -50,6 +49,9 @@ from attnmt.inference.hypotheses import (
     output_limits,
 )
 from attnmt.inference.search_tree import FINISHED, KEPT, PRUNED, Recorder, SearchTree, StepHook
+
+if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtime)
+    from torch import Tensor
 
 # Where the search's pieces live, for `from attnmt.inference.search import ...`.
 __all__ = [
@@ -68,9 +70,9 @@ __all__ = [
 NEVER_EMITTED = (PAD, BOS)
 
 
-@torch.no_grad()
+@without_grad
 def greedy(
-    model: torch.nn.Module,
+    model: Any,
     src: Tensor,
     src_mask: Tensor,
     *,
@@ -88,34 +90,37 @@ def greedy(
     Shapes:
         src, src_mask: (B, S); prefix: (B, P)
     """
-    batch = src.size(0)
+    ops = array_ops(model, src)
+    batch = src.shape[0]
     if start is None:
         start = begin(model, src, src_mask, prefix, need_weights=need_weights)
-    limits = output_limits(src_mask, max_len_ratio, max_len, start)
+    limits = output_limits(src_mask, max_len_ratio, max_len, start, ops)
     memory, state, prev = start.memory, start.state, start.prev
-    finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    lengths = torch.full((batch,), start.length, dtype=torch.long, device=src.device)
-    log_probs = start.log_prob.clone()
-    tokens = list(start.tokens.unbind(1))
-    weights = [] if start.weights is None or not need_weights else list(start.weights.unbind(1))
+    finished = ops.full((batch,), False, ops.bool)
+    lengths = ops.full((batch,), start.length, ops.long)
+    log_probs = ops.copy(start.log_prob)
+    tokens = [start.tokens[:, t] for t in range(start.length)]
+    weights = []
+    if start.weights is not None and need_weights:
+        weights = [start.weights[:, t] for t in range(start.length)]
     for step in range(start.length, int(limits.max())):
         checkpoint()  # the server's client may have left (attnmt.cancel)
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
-        scores = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
+        scores = ops.log_softmax(logits)  # (B, V)
         scores[:, NEVER_EMITTED] = float("-inf")  # not words: never output
-        best = scores.argmax(dim=-1)
-        best = torch.where(step >= limits - 1, torch.full_like(best, EOS), best)
-        log_probs += torch.where(finished, 0.0, scores.gather(1, best[:, None]).squeeze(1))
-        lengths += (~finished).long()
+        best = ops.argmax(scores)
+        best = ops.where(step >= limits - 1, EOS, best)
+        log_probs += ops.where(finished, 0.0, ops.take(scores, best[:, None])[:, 0])
+        lengths += ops.astype(~finished, ops.long)
         tokens.append(best)
         if need_weights:
-            weights.append(step_weights.float().cpu())
+            weights.append(ops.host(step_weights))
         finished |= best == EOS
         prev = best
         if bool(finished.all()):
             break
-    token_table = torch.stack(tokens, dim=1).tolist()  # (B, T)
-    weight_table = torch.stack(weights, dim=1) if need_weights else None  # (B, T, ...)
+    token_table = ops.stack(tokens, 1).tolist()  # (B, T)
+    weight_table = ops.stack(weights, 1) if need_weights else None  # (B, T, ...)
     out = []
     for i in range(batch):
         n = int(lengths[i])
@@ -124,15 +129,15 @@ def greedy(
                 tokens=[t for t in token_table[i][:n] if t != EOS],
                 score=float(log_probs[i]) / float(length_penalty(n, alpha)),
                 log_prob=float(log_probs[i]),
-                weights=None if weight_table is None else weight_table[i, :n].clone(),
+                weights=None if weight_table is None else ops.copy(weight_table[i, :n]),
             )
         )
     return out
 
 
-@torch.no_grad()
+@without_grad
 def beam_search(
-    model: torch.nn.Module,
+    model: Any,
     src: Tensor,
     src_mask: Tensor,
     *,
@@ -164,26 +169,26 @@ def beam_search(
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"n_best must be between 1 and beam_size={beam_size}, got {n_best}")
-    batch, k = src.size(0), beam_size
-    device = src.device
+    ops = array_ops(model, src)
+    batch, k = src.shape[0], beam_size
     if start is None:
         start = begin(model, src, src_mask, prefix, need_weights=need_weights)
-    limits = output_limits(src_mask, max_len_ratio, max_len, start)
-    expand = torch.arange(batch, device=device).repeat_interleave(k)  # (B*K,)
+    limits = output_limits(src_mask, max_len_ratio, max_len, start, ops)
+    expand = ops.repeat(ops.arange(batch), k)  # (B*K,)
     memory = start.memory.select(expand)
     state = start.state.select(expand)
     prev = start.prev[expand]
     # Only the first beam of each sentence is live at the start: the others are copies.
-    beam_scores = torch.full((batch, k), float("-inf"), device=device)
+    beam_scores = ops.full((batch, k), float("-inf"), ops.float)
     beam_scores[:, 0] = start.log_prob
     history = start.tokens[expand]  # (B*K, t)
     weight_history = None  # (B*K, t, ...)
     if need_weights and start.weights is not None and start.length:
-        weight_history = start.weights[expand.cpu()]
+        weight_history = start.weights[ops.host_index(expand)]
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     recorder = None
     if trees is not None or on_step is not None:
-        recorder = Recorder(start, k, alpha, on_step)
+        recorder = Recorder(start, k, alpha, on_step, ops)
     # A sentence leaves the batch as soon as it is done: the tensors below hold the n
     # sentences still searching, `ids` says which (the decoder no longer steps the beams
     # of finished sentences; RNNsearch beam 5 on the test book: benchmarks/README.md).
@@ -192,8 +197,8 @@ def beam_search(
         checkpoint()  # the server's client may have left (attnmt.cancel)
         n = len(ids)
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
-        vocab = logits.size(-1)
-        log_probs = torch.log_softmax(logits.float(), dim=-1).view(n, k, vocab)
+        vocab = logits.shape[-1]
+        log_probs = ops.log_softmax(logits).reshape(n, k, vocab)
         log_probs[..., NEVER_EMITTED] = float("-inf")  # not words: never output
         at_limit = step >= limits - 1  # (n,)
         limit_at = at_limit.tolist()
@@ -206,17 +211,17 @@ def beam_search(
         # beam 5 on the test book: benchmarks/README.md). Take 2K so that K live beams
         # survive even if K candidates end in EOS.
         per_beam = min(2 * k, vocab)
-        beam_top, beam_token = log_probs.topk(per_beam, dim=-1)  # (n, K, 2K)
-        candidates = (beam_scores[:, :, None] + beam_top).view(n, k * per_beam)
-        top_scores, top_index = candidates.topk(min(2 * k, k * per_beam), dim=1)  # (n, 2K)
+        beam_top, beam_token = ops.topk(log_probs, per_beam)  # (n, K, 2K)
+        candidates = (beam_scores[:, :, None] + beam_top).reshape(n, k * per_beam)
+        top_scores, top_index = ops.topk(candidates, min(2 * k, k * per_beam))  # (n, 2K)
         origin = top_index // per_beam  # beam each candidate extends
-        token = beam_token.view(n, k * per_beam).gather(1, top_index)
+        token = ops.take(beam_token.reshape(n, k * per_beam), top_index)
         if need_weights:
-            step_weights = step_weights.float()[:, None]  # (n*K, 1, ...)
+            step_weights = ops.astype(step_weights, ops.float)[:, None]  # (n*K, 1, ...)
             weight_history = (
                 step_weights
                 if weight_history is None
-                else torch.cat([weight_history, step_weights], dim=1)
+                else ops.cat([weight_history, step_weights], 1)
             )
         if recorder is not None:
             recorder.read_step(
@@ -240,7 +245,7 @@ def beam_search(
                 row = b * k + origin_at[b][j]
                 if token_at[b][j] == EOS:
                     if len(done) < k:
-                        done.append(_finish(history[row], score, weight_history, row, alpha))
+                        done.append(_finish(history[row], score, weight_history, row, alpha, ops))
                         if fates is not None:
                             fates.append((j, FINISHED))
                     elif fates is not None:
@@ -267,16 +272,16 @@ def beam_search(
             recorder.next_rows(keep)
         if not keep:
             break
-        rows = torch.tensor(new_rows, dtype=torch.long, device=device).view(-1)
-        prev = torch.tensor(new_tokens, dtype=torch.long, device=device).view(-1)
-        history = torch.cat([history[rows], prev[:, None]], dim=1)
+        rows = ops.tensor(new_rows, ops.long).reshape(-1)
+        prev = ops.tensor(new_tokens, ops.long).reshape(-1)
+        history = ops.cat([history[rows], prev[:, None]], 1)
         if weight_history is not None:
             weight_history = weight_history[rows]
         state = state.select(rows)
-        beam_scores = torch.tensor(new_scores, device=device)
+        beam_scores = ops.tensor(new_scores, ops.float)
         if len(keep) < n:  # the memory's rows of the sentences that go on
-            kept = torch.tensor(keep, dtype=torch.long, device=device)
-            memory = memory.select((kept[:, None] * k + torch.arange(k, device=device)).view(-1))
+            kept = ops.tensor(keep, ops.long)
+            memory = memory.select((kept[:, None] * k + ops.arange(k)).reshape(-1))
             limits = limits[kept]
             ids = [ids[b] for b in keep]
     results = []
@@ -289,11 +294,16 @@ def beam_search(
 
 
 def _finish(
-    tokens: Tensor, log_prob: float, weight_history: Tensor | None, row: int, alpha: float
+    tokens: Tensor,
+    log_prob: float,
+    weight_history: Tensor | None,
+    row: int,
+    alpha: float,
+    ops: Any,
 ) -> Hypothesis:
     """A finished hypothesis from beam `row`: its tokens, normalised score and weights."""
-    length = tokens.numel() + 1  # the EOS counts, as it does in greedy's score
-    weights = None if weight_history is None else weight_history[row].cpu().clone()
+    length = tokens.shape[0] + 1  # the EOS counts, as it does in greedy's score
+    weights = None if weight_history is None else ops.copy(ops.host(weight_history[row]))
     return Hypothesis(
         tokens=tokens.tolist(),
         score=log_prob / float(length_penalty(length, alpha)),
@@ -302,9 +312,9 @@ def _finish(
     )
 
 
-@torch.no_grad()
+@without_grad
 def alternatives(
-    model: torch.nn.Module,
+    model: Any,
     src: Tensor,
     src_mask: Tensor,
     prefix: Tensor | None = None,
@@ -332,29 +342,32 @@ def alternatives(
     Shapes:
         src, src_mask: (1, S); prefix: (1, P)
     """
-    if src.size(0) != 1:
-        raise ValueError(f"alternatives are searched for one sentence at a time, got {src.size(0)}")
+    if src.shape[0] != 1:
+        raise ValueError(
+            f"alternatives are searched for one sentence at a time, got {src.shape[0]}"
+        )
     if count < 1:
         raise ValueError(f"count must be at least 1, got {count}")
+    ops = array_ops(model, src)
     start = begin(model, src, src_mask, prefix, need_weights=need_weights)
     checkpoint()
     logits, state, step_weights = model.step(
         start.prev, start.state, start.memory, need_weights=need_weights
     )
-    log_probs = torch.log_softmax(logits.float(), dim=-1)[0]
+    log_probs = ops.log_softmax(logits)[0]
     log_probs[list(NEVER_EMITTED)] = float("-inf")
-    top, tokens = log_probs.topk(min(count, log_probs.numel() - len(NEVER_EMITTED)))
+    top, tokens = ops.topk(log_probs, min(count, log_probs.shape[0] - len(NEVER_EMITTED)))
     cut = math.log(min_prob) if min_prob > 0 else float("-inf")
     chosen = [
         (int(token), float(lp))
         for i, (token, lp) in enumerate(zip(tokens.tolist(), top.tolist(), strict=True))
         if (i == 0 or lp >= cut) and lp > float("-inf")
     ]
-    row_weights = None if not need_weights else step_weights.float().cpu()[:, None]  # (1, 1, ...)
+    row_weights = None if not need_weights else ops.host(step_weights)[:, None]  # (1, 1, ...)
     prefix_weights = start.weights if need_weights else None
     both = row_weights  # the prefix's rows and the alternative's, (1, P + 1, ...)
     if row_weights is not None and prefix_weights is not None:
-        both = torch.cat([prefix_weights, row_weights], dim=1)
+        both = ops.cat([prefix_weights, row_weights], 1)
     out: list[Hypothesis | None] = [None] * len(chosen)
     searched = [i for i, (token, _) in enumerate(chosen) if token != EOS]
     for i, (token, lp) in enumerate(chosen):
@@ -364,20 +377,20 @@ def alternatives(
                 tokens=start.tokens[0].tolist(),
                 score=total / float(length_penalty(start.length + 1, alpha)),
                 log_prob=total,
-                weights=None if both is None else both[0].clone(),
+                weights=None if both is None else ops.copy(both[0]),
             )
     if searched:
-        rows = torch.zeros(len(searched), dtype=torch.long, device=src.device)
-        forced = torch.tensor([chosen[i][0] for i in searched], device=src.device)
-        forced_lp = torch.tensor([chosen[i][1] for i in searched], device=src.device)
+        rows = ops.full((len(searched),), 0, ops.long)
+        forced = ops.tensor([chosen[i][0] for i in searched], ops.long)
+        forced_lp = ops.tensor([chosen[i][1] for i in searched], ops.float)
         branch = Start(
             memory=start.memory.select(rows),
             state=state.select(rows),
             prev=forced,
-            tokens=torch.cat([start.tokens[rows], forced[:, None]], dim=1),
-            token_log_probs=torch.cat([start.token_log_probs[rows], forced_lp[:, None]], dim=1),
+            tokens=ops.cat([start.tokens[rows], forced[:, None]], 1),
+            token_log_probs=ops.cat([start.token_log_probs[rows], forced_lp[:, None]], 1),
             log_prob=start.log_prob[rows] + forced_lp,
-            weights=None if both is None else both[rows.cpu()],
+            weights=None if both is None else both[ops.host_index(rows)],
         )
         options = dict(
             alpha=alpha, max_len_ratio=max_len_ratio, max_len=max_len, need_weights=need_weights

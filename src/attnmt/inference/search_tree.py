@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from attnmt.data.vocab import BOS
 from attnmt.inference.hypotheses import Hypothesis, Start, length_penalty
+
+if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtime)
+    from torch import Tensor
 
 # The fate of a candidate in a recorded search (`Node.status`).
 ROOT, FORCED, KEPT, PRUNED, FINISHED, ENDED = (
@@ -148,9 +149,11 @@ class Recorder:
     `rows` maps each beam row of the step to the node of the hypothesis it holds.
     """
 
-    def __init__(self, start: Start, k: int, alpha: float, on_step: StepHook | None) -> None:
-        self.k, self.alpha, self.on_step = k, alpha, on_step
-        batch = start.tokens.size(0)
+    def __init__(
+        self, start: Start, k: int, alpha: float, on_step: StepHook | None, ops: Any
+    ) -> None:
+        self.k, self.alpha, self.on_step, self.ops = k, alpha, on_step, ops
+        batch = start.tokens.shape[0]
         self.trees = [SearchTree(beam=k, alpha=alpha) for _ in range(batch)]
         self.rows: list[int | None] = []
         forced_lp = start.token_log_probs.tolist()
@@ -177,7 +180,7 @@ class Recorder:
         self.penalty = float(length_penalty(self.depth, self.alpha))
         self.top, self.top_token = beam_top.tolist(), beam_token.tolist()  # (n, K, 2K)
         self.beam_scores = beam_scores.tolist()
-        self.weights = None if step_weights is None else step_weights[:, 0].cpu()
+        self.weights = None if step_weights is None else self.ops.host(step_weights[:, 0])
         self.new_rows = []
 
     def sentence(self, sentence, b, scores, origins, tokens, fates, ends, done) -> None:

@@ -97,6 +97,14 @@ class RecurrentEncoder(nn.Module):
         lengths = src_mask.sum(dim=1).clamp(min=1)  # (B,)
         if self.cell == "gru" and embedded.device.type == "cpu":  # cuDNN packs well
             return self._gru_over_real_tokens(embedded, lengths)
+        if torch.compiler.is_exporting():
+            # A packed sequence cannot be traced into a graph. The exported LSTM reads whole
+            # rows: its final states are those of each sentence only when no row is padded,
+            # so attnmt.runtime encodes the sentences of each length together (the export's
+            # layout says `equal_lengths`, and its verification checks a mixed batch).
+            outputs, final = self.rnn(embedded)
+            final_h, final_c = final if self.cell == "lstm" else (final, None)
+            return EncoderOutput(annotations=outputs, final_h=final_h, final_c=final_c)
         packed = pack_padded_sequence(
             embedded, lengths.cpu(), batch_first=True, enforce_sorted=False
         )

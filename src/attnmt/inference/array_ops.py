@@ -1,0 +1,72 @@
+"""The tensor operations the searches use, behind one small interface, so that the same
+search code (`attnmt.inference.search`, `hypotheses`, `search_tree`) decodes with torch
+tensors (our models) and with numpy arrays (`attnmt.runtime`, an ONNX export without
+torch). Only what the two libraries spell differently goes through it; indexing,
+arithmetic, comparisons, `.shape`, `.reshape`, `.sum(axis)`, `.clip` and `.tolist()` are
+written directly, as both libraries share them.
+
+A model says which operations it needs with an `array_ops` attribute (`OnnxModel` has
+numpy's); a model without one is a torch module and gets torch's, on its input's device.
+This module imports neither library.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+
+class ArrayOps(Protocol):
+    """What a search needs beyond the operations numpy and torch share.
+
+    Dtypes are the library's own: `long` (int64), `bool`, `float` (float32). "Last axis"
+    is the vocabulary in a search; `topk` returns the values in decreasing order.
+    """
+
+    long: Any
+    bool: Any
+    float: Any
+
+    def no_grad(self) -> Any: ...
+    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> Any: ...
+    def tensor(self, data: Any, dtype: Any) -> Any: ...
+    def arange(self, n: int) -> Any: ...
+    def repeat(self, x: Any, times: int) -> Any: ...  # each element `times` times in a row
+    def log_softmax(self, x: Any) -> Any: ...  # float32, over the last axis
+    def topk(self, x: Any, k: int) -> tuple[Any, Any]: ...  # over the last axis
+    def take(self, x: Any, index: Any) -> Any: ...  # x[i, index[i, j]] (2-D)
+    def argmax(self, x: Any) -> Any: ...  # over the last axis
+    def cat(self, xs: list[Any], axis: int) -> Any: ...
+    def stack(self, xs: list[Any], axis: int) -> Any: ...
+    def where(self, condition: Any, x: Any, y: Any) -> Any: ...
+    def astype(self, x: Any, dtype: Any) -> Any: ...
+    def copy(self, x: Any) -> Any: ...
+    def host(self, x: Any) -> Any: ...  # float32 in the host's memory (weights kept)
+    def host_index(self, x: Any) -> Any: ...  # an index for host arrays
+
+
+def array_ops(model: Any, like: Any) -> ArrayOps:
+    """The operations for `model`'s arrays: its own `array_ops`, else torch's on the device
+    of `like` (a torch module's input)."""
+    ops = getattr(model, "array_ops", None)
+    if ops is not None:
+        return ops
+    from attnmt.inference.torch_ops import torch_ops
+
+    return torch_ops(like.device)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def without_grad(fn: F) -> F:
+    """Run a search `fn(model, src, ...)` without recording gradients (torch's `no_grad`;
+    nothing for numpy)."""
+
+    @functools.wraps(fn)
+    def run(model: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
+        with array_ops(model, src).no_grad():
+            return fn(model, src, *args, **kwargs)
+
+    return run  # type: ignore[return-value]

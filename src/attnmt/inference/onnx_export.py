@@ -1,0 +1,333 @@
+"""Exporting a trained text run to ONNX: an encoder graph and a decoder-step graph of flat,
+named tensors (`attnmt.inference.onnx_graphs`), verified against PyTorch before anything
+is written, decoded without torch by `attnmt.runtime`.
+
+    loaded = load_run("runs/quickstart")
+    export_onnx(loaded, "exports/quickstart-onnx", quantize="int8")
+
+The directory holds `encoder.onnx`, `step.onnx`, the run's vocabulary (`vocab/`) and
+`attnmt.json`: where the run came from, how to tokenise, the graphs' layout (which memory
+and state tensors they take and give, their free axes), how they were verified and the
+decoding options of the run.
+
+Exported with `torch.onnx.export(dynamo=True)` (torch.export, then onnxscript), batch and
+lengths free. The exporter's traps, each guarded here: an example dimension of 1 (or 0)
+is fixed by the tracer, so the examples have 3 sentences of 7 or fewer tokens and a
+3-token target; a graph's declared output shapes can keep the example's sizes while its
+values are right, so the output shapes are rewritten from the layout and the intermediate
+shape annotations dropped; a fully masked row stays finite (the masks use the dtype's
+finite minimum, never -inf). The verification then runs the written graphs by
+onnxruntime at another batch and other lengths, next to the eager model, for
+`VERIFY_STEPS` decoder steps along the model's own greedy output, and refuses to write
+the export if they differ by more than `TOLERANCE`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import shutil
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.export import Dim
+
+from attnmt import __version__
+from attnmt.config.checks import IMAGE_MODELS
+from attnmt.data.batching import pad
+from attnmt.data.vocab import BOS
+from attnmt.errors import UserError
+from attnmt.inference.export_dir import replace_dir, vocab_info
+from attnmt.inference.onnx_graphs import (
+    BATCH,
+    SRC_LEN,
+    TGT_LEN,
+    EncoderGraph,
+    FlatLayout,
+    StepGraph,
+    flat_layout,
+    step_inputs,
+)
+from attnmt.inference.runs import LoadedRun
+
+QUANTIZE = ("int8",)
+OPSET = 20
+# The largest differences the written graphs may show against the eager model: float32
+# sums in another order give ~1e-6 relative; log-probabilities reach -30, attention is
+# in [0, 1]. What was measured is written in attnmt.json.
+TOLERANCE = {"log_probs": 1e-3, "attention": 1e-4}
+VERIFY_STEPS = 8
+ENCODER_FILE, STEP_FILE = "encoder.onnx", "step.onnx"
+
+
+def _dims() -> dict[str, Dim]:
+    return {
+        BATCH: Dim(BATCH, min=1, max=65536),
+        SRC_LEN: Dim(SRC_LEN, min=1, max=65536),
+        TGT_LEN: Dim(TGT_LEN, min=0, max=65536),
+    }
+
+
+def _spec(axes: dict[int, str], dims: dict[str, Dim]) -> dict[int, Dim]:
+    return {axis: dims[name] for axis, name in axes.items()}
+
+
+def _example(loaded: LoadedRun, lengths: list[int], seed: int) -> tuple[torch.Tensor, ...]:
+    """A padded batch of source ids (real ids, not specials), EOS at each end."""
+    generator = np.random.default_rng(seed)
+    size = loaded.vocab.src_vocab_size
+    rows = [[int(i) for i in generator.integers(4, size, n - 1)] + [3] for n in lengths]
+    return pad(rows)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The exporter's chatter (torchvision's operators not found, its own deprecations,
+    axis renaming notes) kept from the user: the graphs are checked by their numbers."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _export(module, args, dynamic_shapes, input_names, output_names, path: Path) -> None:
+    import onnx
+
+    with _quiet():
+        program = torch.onnx.export(
+            module,
+            args,
+            dynamic_shapes=dynamic_shapes,
+            input_names=input_names,
+            output_names=output_names,
+            opset_version=OPSET,
+            dynamo=True,
+            external_data=False,
+            verbose=False,
+        )
+    proto = program.model_proto
+    _free_output_axes(proto)
+    onnx.save(proto, str(path))
+
+
+def _free_output_axes(proto) -> None:
+    """Drop the intermediate shape annotations (they can keep the example's sizes) and
+    declare every output's free axes by name (see the module's docstring)."""
+    del proto.graph.value_info[:]
+    inputs = {i.name: i for i in proto.graph.input}
+    free = {}  # an input dimension's name, for the same size among the outputs
+    for value in inputs.values():
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param:
+                free[dim.dim_param] = dim.dim_param
+    for output in proto.graph.output:
+        for dim in output.type.tensor_type.shape.dim:
+            if dim.dim_param and dim.dim_param not in free:
+                dim.dim_param = ""  # an exporter's own name: still free, unnamed
+
+
+def _rename_axes(proto, names: dict[str, dict[int, str]]) -> None:
+    for value in [*proto.graph.input, *proto.graph.output]:
+        axes = names.get(value.name, {})
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+            if axis in axes:
+                dim.Clear()
+                dim.dim_param = axes[axis]
+
+
+def export_graphs(model: torch.nn.Module, layout: FlatLayout, loaded: LoadedRun, out: Path):
+    """Write `encoder.onnx` and `step.onnx` of `model` into `out`."""
+    import onnx
+
+    dims = _dims()
+    src, mask = _example(loaded, [7, 4, 6], seed=1)
+    both = {0: dims[BATCH], 1: dims[SRC_LEN]}
+    encoder = EncoderGraph(model, layout)
+    with torch.no_grad():
+        _export(
+            encoder,
+            (src, mask),
+            {"src": both, "src_mask": both},
+            ["src", "src_mask"],
+            encoder.output_names(),
+            out / ENCODER_FILE,
+        )
+        step = StepGraph(model, layout)
+        prev, step_mask, memory, state = step_inputs(model, layout, src, mask, steps=3)
+        shapes = {
+            "prev": {0: dims[BATCH]},
+            "src_mask": both,
+            "memory": [_spec(layout.axes[n], dims) for n in layout.memory],
+            "state": [_spec(layout.axes[n], dims) for n in layout.state],
+        }
+        _export(
+            step,
+            (prev, step_mask, memory, state),
+            shapes,
+            step.input_names(),
+            step.output_names(),
+            out / STEP_FILE,
+        )
+    # Name every free axis as the layout does (an output's batch is the inputs' batch).
+    names = {"src": {0: BATCH, 1: SRC_LEN}, "src_mask": {0: BATCH, 1: SRC_LEN}, "prev": {0: BATCH}}
+    kinds = (("memory", layout.memory), ("state", layout.state), ("new_state", layout.state))
+    for kind, fields in kinds:
+        for n in fields:
+            names[f"{kind}.{n}"] = layout.axes[n]
+    names["log_probs"] = {0: BATCH}
+    if layout.attention:
+        names["attention"] = {0: BATCH, len(layout.attention) - 1: SRC_LEN}
+    for file in (ENCODER_FILE, STEP_FILE):
+        proto = onnx.load(str(out / file))
+        _rename_axes(proto, names)
+        onnx.checker.check_model(proto)
+        onnx.save(proto, str(out / file))
+
+
+def verify(model: torch.nn.Module, directory: Path, loaded: LoadedRun) -> dict:
+    """Run the written graphs (attnmt.runtime) beside the eager model at another batch and
+    other lengths: the encoder, then `VERIFY_STEPS` steps along the eager model's greedy
+    output. Returns the largest differences of log-probabilities and attention."""
+    from attnmt.runtime.model import OnnxModel
+
+    onnx_model = OnnxModel(directory, threads=1)
+    src, mask = _example(loaded, [9, 2, 12, 5, 12], seed=2)
+    worst = {"log_probs": 0.0, "attention": 0.0}
+    with torch.no_grad():
+        memory = model.encode(src, mask)
+        state = model.init_state(memory)
+        if "step" in onnx_model.zeros:  # local-m's step count as a tensor, as exported
+            state.step = torch.zeros(src.shape[0], 1)
+        flat_memory = onnx_model.encode(src.numpy(), mask.numpy())
+        flat_state = onnx_model.init_state(flat_memory)
+        prev = torch.full((src.shape[0],), BOS, dtype=torch.long)
+        for _ in range(VERIFY_STEPS):
+            logits, state, weights = model.step(prev, state, memory, need_weights=True)
+            expected = torch.log_softmax(logits.float(), dim=-1).numpy()
+            got, flat_state, attention = onnx_model.step(
+                prev.numpy(), flat_state, flat_memory, need_weights=True
+            )
+            worst["log_probs"] = max(worst["log_probs"], float(np.abs(got - expected).max()))
+            if weights is not None:
+                diff = float(np.abs(attention - weights.float().numpy()).max())
+                worst["attention"] = max(worst["attention"], diff)
+            prev = logits.argmax(-1)
+    return worst
+
+
+def quantize_int8(directory: Path) -> None:
+    """onnxruntime's dynamic quantisation of both graphs' matrix products (weights int8,
+    activations quantised on the fly), in place."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    for file in (ENCODER_FILE, STEP_FILE):
+        path = directory / file
+        tmp = path.with_suffix(".int8.onnx")
+        quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8)
+        tmp.replace(path)
+
+
+def export_onnx(
+    loaded: LoadedRun, out: str | Path, *, quantize: str | None = None, force: bool = False
+) -> Path:
+    """Write `loaded` as an ONNX export directory `out` (built beside it, renamed into
+    place: a failure leaves nothing; a non-empty `out` is replaced only with `force`).
+
+    Raises:
+        UserError: an image model, an unknown quantisation, `out` in the way, or graphs
+        that do not reproduce the model within `TOLERANCE`.
+    """
+    name = loaded.cfg.model.name
+    if name in IMAGE_MODELS:
+        raise UserError(
+            f"'{loaded.run_dir}' is an image model ({name}); ONNX export covers the text "
+            f"models (rnnencdec, rnnsearch, luong, transformer)"
+        )
+    if quantize is not None and quantize not in QUANTIZE:
+        raise UserError(f"unknown quantization '{quantize}'; choose one of {', '.join(QUANTIZE)}")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"'{out}' is a file; --out names a directory to create")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise UserError(f"'{out}' already exists and is not empty; use --force to replace it")
+    model = loaded.model.float().eval().cpu()
+    layout = flat_layout(model, name, _example(loaded, [7, 4, 6], seed=1))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        began = time.perf_counter()
+        export_graphs(model, layout, loaded, tmp)
+        seconds = time.perf_counter() - began
+        loaded.vocab.save(tmp / "vocab")
+        info = export_info(loaded, layout, quantize, seconds)
+        _write_info(tmp, info)
+        info["verified"] = measured = verify(model, tmp, loaded)
+        failed = {k: v for k, v in measured.items() if v > TOLERANCE[k]}
+        if failed:
+            what = ", ".join(f"{k} by {v:.2e} (> {TOLERANCE[k]:.0e})" for k, v in failed.items())
+            raise UserError(
+                f"the exported graphs do not reproduce the model: they differ in {what}; "
+                f"nothing was written (please report it with the run's config)"
+            )
+        if quantize == "int8":
+            quantize_int8(tmp)
+            info["int8_differences"] = verify(model, tmp, loaded)
+        info["files"] = {f: (tmp / f).stat().st_size for f in (ENCODER_FILE, STEP_FILE)}
+        _write_info(tmp, info)
+        replace_dir(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _write_info(directory: Path, info: dict) -> None:
+    text = json.dumps(info, indent=2) + "\n"
+    (directory / "attnmt.json").write_text(text, encoding="utf-8")
+
+
+def export_info(
+    loaded: LoadedRun, layout: FlatLayout, quantize: str | None, seconds: float
+) -> dict:
+    """What `attnmt.runtime` needs beside the graphs, and where they came from."""
+    import onnx
+    import onnxscript
+
+    return {
+        "format": "onnx",
+        "attnmt_version": __version__,
+        "run": loaded.run_dir.name,
+        "run_dir": str(loaded.run_dir),
+        "checkpoint": loaded.checkpoint.name,
+        "step": loaded.step,
+        "model": loaded.cfg.model.name,
+        "config": dataclasses.asdict(loaded.cfg.model),
+        "quantization": quantize or "float32",
+        "graphs": {"encoder": ENCODER_FILE, "step": STEP_FILE},
+        "layout": layout.to_json(),
+        "tolerance": TOLERANCE,
+        "exported_with": {
+            "torch": torch.__version__,
+            "onnx": onnx.__version__,
+            "onnxscript": onnxscript.__version__,
+            "opset": OPSET,
+            "seconds": round(seconds, 1),
+        },
+        "vocab": vocab_info(loaded),
+    }
+
+
+def default_out(loaded: LoadedRun, quantize: str | None) -> Path:
+    """RUN/onnx, or RUN/onnx-int8 for a quantised export."""
+    return loaded.run_dir / ("onnx" if quantize is None else f"onnx-{quantize}")

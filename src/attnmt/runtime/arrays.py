@@ -1,0 +1,76 @@
+"""numpy's spelling of `attnmt.inference.array_ops.ArrayOps`: the searches of
+`attnmt.inference.search` over the arrays an ONNX export's graphs give."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+
+class NumpyOps:
+    long, bool, float = np.int64, np.bool_, np.float32
+
+    def no_grad(self) -> contextlib.nullcontext:
+        return contextlib.nullcontext()
+
+    def full(self, shape, value, dtype) -> np.ndarray:
+        return np.full(shape, value, dtype=dtype)
+
+    def tensor(self, data, dtype) -> np.ndarray:
+        return np.asarray(data, dtype=dtype)
+
+    def arange(self, n: int) -> np.ndarray:
+        return np.arange(n)
+
+    def repeat(self, x: np.ndarray, times: int) -> np.ndarray:
+        return np.repeat(x, times)
+
+    def log_softmax(self, x: np.ndarray) -> np.ndarray:
+        x = x.astype(np.float32, copy=False)
+        top = x.max(axis=-1, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        shifted = x - top
+        with np.errstate(divide="ignore"):  # a row of -inf: log(0) = -inf, as torch gives
+            return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+    def topk(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The k largest along the last axis, largest first (ties: the lower index first)."""
+        if k < x.shape[-1]:
+            part = np.argpartition(-x, k - 1, axis=-1)[..., :k]
+        else:
+            part = np.broadcast_to(np.arange(x.shape[-1]), x.shape).copy()
+        values = np.take_along_axis(x, part, axis=-1)
+        order = np.argsort(-values, axis=-1, kind="stable")
+        index = np.take_along_axis(part, order, axis=-1)
+        return np.take_along_axis(values, order, axis=-1), index.astype(np.int64)
+
+    def take(self, x: np.ndarray, index: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(x, index, axis=1)
+
+    def argmax(self, x: np.ndarray) -> np.ndarray:
+        return x.argmax(axis=-1)
+
+    def cat(self, xs: list[np.ndarray], axis: int) -> np.ndarray:
+        return np.concatenate(xs, axis=axis)
+
+    def stack(self, xs: list[np.ndarray], axis: int) -> np.ndarray:
+        return np.stack(xs, axis=axis)
+
+    def where(self, condition, x, y) -> np.ndarray:
+        return np.where(condition, x, y)
+
+    def astype(self, x: np.ndarray, dtype) -> np.ndarray:
+        return np.asarray(x).astype(dtype)
+
+    def copy(self, x: np.ndarray) -> np.ndarray:
+        return np.array(x, copy=True)
+
+    def host(self, x: np.ndarray) -> np.ndarray:
+        return x.astype(np.float32, copy=False)
+
+    def host_index(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+
+NUMPY = NumpyOps()
