@@ -24,9 +24,8 @@ from pathlib import Path
 
 import torch
 
+from attnmt.config.checks import DEVICES as DEVICES  # named with the config, torch-free
 from attnmt.errors import UserError
-
-DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
 def mps_available() -> bool:

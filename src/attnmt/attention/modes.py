@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from attnmt.attention import functional as AF
@@ -76,7 +75,9 @@ def hard_weights(
     # s_t ~ Multinoulli(alpha) in training, argmax in eval: (B, T)
     index = AF.sample_positions(probs, generator=generator) if sample else probs.argmax(dim=-1)
     alive = probs.sum(dim=-1) > 0  # rows with something to attend: (B, T)
-    one_hot = F.one_hot(index, num_classes=scores.shape[-1]).to(scores.dtype)  # (B, T, S)
+    # One-hot by a scatter, not F.one_hot, whose class count a traced graph fixes (an ONNX
+    # export then refuses every other source length).
+    one_hot = torch.zeros_like(scores).scatter(-1, index.unsqueeze(-1), 1.0)  # (B, T, S)
     weights = one_hot * alive.unsqueeze(-1)  # s_{t,i}, Xu eq. 9: (B, T, S)
     chosen = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)  # log alpha_{t,s_t}: (B, T)
     log_prob = torch.where(alive, chosen, torch.zeros_like(chosen))

@@ -1,11 +1,14 @@
-"""`attnmt export RUN --format ctranslate2`: a trained Transformer as a CTranslate2 model.
+"""`attnmt export RUN --format onnx|ctranslate2`: a trained run for another inference engine.
 
-    attnmt export runs/transformer --format ctranslate2 --out exports/transformer-ct2
-    attnmt export runs/transformer --quantization int8      # RUN/ctranslate2-int8
+    attnmt export runs/quickstart --format onnx                  # RUN/onnx
+    attnmt export runs/quickstart --format onnx --quantize int8  # RUN/onnx-int8
+    attnmt export runs/transformer --format ctranslate2 -o exports/transformer-ct2
 
-The converting itself is `attnmt.inference.export` (every weight mapped, our vocabulary
-ids kept, `attnmt.json` beside the model); docs/export.md shows how to translate with the
-result. This module parses, calls it and prints where the model went.
+ONNX (every text family: an encoder graph and a decoder-step graph, verified against
+PyTorch before they are written, decoded without torch by `attnmt translate EXPORT_DIR`)
+is `attnmt.inference.onnx_export`; CTranslate2 (Transformers only) is
+`attnmt.inference.export`. docs/export.md shows both. This module parses, calls one and
+prints where the model went.
 """
 
 from __future__ import annotations
@@ -13,20 +16,28 @@ from __future__ import annotations
 import argparse
 
 from attnmt.errors import UserError
-from attnmt.inference import load_run
-from attnmt.inference.export import (
-    FORMATS,
-    MAX_POSITIONS,
-    QUANTIZATIONS,
-    default_out,
-    export_ctranslate2,
+
+FORMATS = ("ctranslate2", "onnx")
+# CTranslate2's stored weight types: its ACCEPTED_MODEL_TYPES, named here so that the
+# parser needs neither CTranslate2 nor torch (tests/test_onnx_export.py keeps them equal).
+CT2_TYPES = (
+    "float32",
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
 )
+MAX_POSITIONS = 1024  # attnmt.inference.export.MAX_POSITIONS (a test keeps them equal)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Export a trained Transformer run for another inference engine: CTranslate2 "
-        "(int8/fp16 CPU and GPU kernels). See docs/export.md."
+        "Export a trained run for another inference engine: ONNX (every text model, "
+        "decoded without torch by `attnmt translate EXPORT_DIR`) or CTranslate2 "
+        "(Transformers). See docs/export.md."
     )
     parser.add_argument(
         "run",
@@ -38,29 +49,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=FORMATS,
         default="ctranslate2",
-        help="the engine to export for (default ctranslate2)",
+        help="onnx: an encoder and a decoder-step graph for onnxruntime, any text model; "
+        "ctranslate2: a CTranslate2 model, Transformers only (the default, as before)",
     )
     parser.add_argument(
+        "-o",
         "--out",
         metavar="DIR",
         default=None,
-        help="the model directory to write (default RUN/ctranslate2, or "
-        "RUN/ctranslate2-QUANTIZATION when quantised)",
+        help="the model directory to write (default RUN/onnx or RUN/ctranslate2, with "
+        "-int8 etc. when quantised)",
+    )
+    parser.add_argument(
+        "--quantize",
+        choices=("int8",),
+        default=None,
+        help="onnx: onnxruntime's dynamic int8 quantisation of the matrix products "
+        "(weights int8, activations quantised on the fly); the differences it makes are "
+        "measured and written in attnmt.json",
     )
     parser.add_argument(
         "--quantization",
-        choices=QUANTIZATIONS,
-        default="float32",
-        help="the weights' type in the exported model (default float32: exactly ours; "
-        "int8 quarters the size; CTranslate2 can also convert when it loads, compute_type)",
+        choices=CT2_TYPES,
+        default=None,
+        help="ctranslate2: the weights' type in the exported model (default float32: exactly "
+        "ours; int8 quarters the size; CTranslate2 can also convert when it loads)",
     )
     parser.add_argument(
         "--max-positions",
         type=int,
         default=MAX_POSITIONS,
         metavar="N",
-        help=f"positions of the stored sinusoid table: the longest source or output the "
-        f"model can read or write (default {MAX_POSITIONS})",
+        help=f"ctranslate2: positions of the stored sinusoid table: the longest source or "
+        f"output the model can read or write (default {MAX_POSITIONS})",
     )
     parser.add_argument(
         "--force", action="store_true", help="replace --out if it exists and is not empty"
@@ -68,19 +89,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from attnmt.inference import load_run
+
+    if args.format == "onnx":
+        return _onnx(args, load_run)
+    if args.quantize is not None:
+        raise UserError("--quantize is for --format onnx; CTranslate2 takes --quantization int8")
     if args.max_positions < 2:
         raise UserError(f"--max-positions must be at least 2, got {args.max_positions}")
+    from attnmt.inference.export import default_out, export_ctranslate2
+
+    quantization = args.quantization or "float32"
     loaded = load_run(args.run, device="cpu")
-    out = args.out if args.out is not None else default_out(loaded, args.quantization)
+    out = args.out if args.out is not None else default_out(loaded, quantization)
     path = export_ctranslate2(
         loaded,
         out,
-        quantization=args.quantization,
+        quantization=quantization,
         force=args.force,
         max_positions=args.max_positions,
     )
     print(
         f"exported {loaded.run_dir} (step {loaded.step}, {loaded.cfg.model.name}) to {path}/ "
-        f"as a CTranslate2 model ({args.quantization})"
+        f"as a CTranslate2 model ({quantization})"
     )
+    return 0
+
+
+def _onnx(args: argparse.Namespace, load_run) -> int:
+    if args.quantization is not None:
+        raise UserError("--quantization is for --format ctranslate2; ONNX takes --quantize int8")
+    from attnmt.inference.onnx_export import default_out, export_onnx, read_written
+
+    loaded = load_run(args.run, device="cpu")
+    out = args.out if args.out is not None else default_out(loaded, args.quantize)
+    path = export_onnx(loaded, out, quantize=args.quantize, force=args.force)
+    info = read_written(path)
+    sizes = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in info["files"].items())
+    worst = info["verified"]
+    print(
+        f"exported {loaded.run_dir} (step {loaded.step}, {loaded.cfg.model.name}) to {path}/ "
+        f"as ONNX graphs ({info['quantization']}: {sizes}); verified against PyTorch: "
+        f"log-probs within {worst['log_probs']:.1e}, attention within {worst['attention']:.1e}"
+    )
+    if "int8_differences" in info:
+        diff = info["int8_differences"]
+        print(
+            f"int8 changes the log-probs by up to {diff['log_probs']:.2f} and the attention "
+            f"by up to {diff['attention']:.3f} on the check batch (BLEU: docs/export.md)"
+        )
     return 0

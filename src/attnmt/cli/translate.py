@@ -33,8 +33,9 @@ from attnmt.cli.options import (
 from attnmt.data.alignments import format_pharaoh
 from attnmt.data.files import read_lines
 from attnmt.errors import UserError
-from attnmt.explain.methods import scale_of
-from attnmt.inference import Sentence, Translator, labels, write_attention
+from attnmt.explain.names import scale_of
+from attnmt.inference.attention_maps import labels, write_attention
+from attnmt.inference.translator import Sentence, Translator
 
 CHUNK_LINES = 256  # lines decoded together: output streams, and weights stay bounded
 

@@ -36,6 +36,12 @@ KEY_WIDTHS = {"rnnsearch": 2, "luong": 1, "show-attend-tell": 2}
 ATTENTIONAL_RNNS = tuple(KEY_WIDTHS)
 # The models that read images (pixel tokens, attnmt.data.images) and the corpora they read.
 IMAGE_MODELS = ("show-attend-tell", "show-tell", "glimpses")
+# Where a model runs (attnmt.devices picks it), how an ensemble mixes its members'
+# predictions (attnmt.inference.ensemble) and our decoder's quantisations
+# (attnmt.inference.quantize): named here, where the command line reads them without torch.
+DEVICES = ("auto", "cpu", "cuda", "mps")
+ENSEMBLE_MODES = ("log-linear", "linear")
+DECODER_QUANTIZATIONS = ("int8",)
 IMAGE_CORPORA = ("digits", "cluttered")
 # The corpora `attnmt.data.preparation` reads (a test keeps the two lists equal).
 CORPORA = ("bible", "files", "tsv", "alignments", "reverse", "copy", "sort", *IMAGE_CORPORA)
@@ -358,8 +364,6 @@ def check_train(cfg: TrainConfig, *, with_device: bool = True) -> None:
     """Device, choices and numbers of a training config (`with_device=False`: not the
     device, whose names come with torch)."""
     if with_device:
-        from attnmt.devices import DEVICES  # lazy: it brings torch (see `check_model`)
-
         _choose("train.device", cfg.device, DEVICES, "device", {"gpu": "cuda", "metal": "mps"})
     _check_fields(cfg, "train")
 

@@ -30,16 +30,24 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnmt.data.buckets import Pairs, Plan, check_budget, is_int, lengths_of, pack, plan_epoch
+from attnmt.data.buckets import (  # decoding's batches: torch-free, re-exported here
+    DECODE_BATCH_TOKENS as DECODE_BATCH_TOKENS,
+)
+from attnmt.data.buckets import (
+    Pairs,
+    Plan,
+    check_budget,
+    is_int,
+    lengths_of,
+    plan_epoch,
+)
+from attnmt.data.buckets import batches_by_length as batches_by_length
 from attnmt.data.buckets import padding_fraction as padding_fraction  # its home till now
 from attnmt.data.store import TokenStore
 from attnmt.data.types import Batch, Example
 from attnmt.data.vocab import BOS, EOS, PAD
 from attnmt.devices import release_freed_memory
 
-# Decoding's default budget (translate, evaluate, plot, validation): the same B * S cost,
-# with the source alone known. Beam search divides it by the beam size (K rows a sentence).
-DECODE_BATCH_TOKENS = 4000
 # Planning an epoch of this many pairs or more frees enough memory to hand back at once.
 TRIM_AFTER = 100_000
 _STATE_KEYS = ("epoch", "position", "seed", "batch_tokens", "world_size", "rank", "examples")
@@ -290,18 +298,6 @@ def eval_batches(examples: Pairs, *, batch_tokens: int) -> Iterator[Batch]:
     )
     for k in range(len(plan)):
         yield _collate(examples, plan.batch(k))
-
-
-def batches_by_length(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
-    """Decoding: sentence indices grouped by length, shortest first, with the same budget.
-
-    Only the source is known before decoding, so `lengths` are source lengths (EOS
-    included) and each batch keeps `len(batch) * max(lengths) <= batch_tokens`.
-    """
-    check_budget(batch_tokens)
-    lengths = list(lengths)
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)  # stable: ties by index
-    return pack(order, lengths, batch_tokens)
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], device: torch.device) -> tuple[Tensor, Tensor]:

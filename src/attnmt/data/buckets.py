@@ -36,6 +36,10 @@ import numpy as np
 from attnmt.data.store import TokenStore
 from attnmt.data.types import Example
 
+# Decoding's default budget (translate, evaluate, plot, validation): the same B * S cost,
+# with the source alone known. Beam search divides it by the beam size (K rows a sentence).
+DECODE_BATCH_TOKENS = 4000
+
 POOL_BATCHES = 8  # batches' worth of similar target length re-sorted by source (docstring)
 # `padding_fraction` of a corpus larger than this plans a random sample of this many pairs.
 PADDING_SAMPLE = 1_000_000
@@ -270,3 +274,15 @@ def padding_fraction(
         bounds = np.cumsum([0, *map(len, batches)]).astype(np.int64)
         plan = Plan(flat, bounds, np.arange(len(batches)))
     return padding(plan, src_len, tgt_len)
+
+
+def batches_by_length(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Decoding: sentence indices grouped by length, shortest first, with the same budget.
+
+    Only the source is known before decoding, so `lengths` are source lengths (EOS
+    included) and each batch keeps `len(batch) * max(lengths) <= batch_tokens`.
+    """
+    check_budget(batch_tokens)
+    lengths = list(lengths)
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)  # stable: ties by index
+    return pack(order, lengths, batch_tokens)

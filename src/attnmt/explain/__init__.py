@@ -12,7 +12,37 @@ links, deletion/insertion curves, ERASER's comprehensiveness and sufficiency and
 `images` the same for the image models (maps over the canvas, mass on the digit's box).
 """
 
-from attnmt.explain.measures import explanation_report
-from attnmt.explain.methods import METHODS, Explanation, check_method, explain, scale_of
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# name -> the module of attnmt.explain that defines it (loaded on first use: the names
+# alone need no torch)
+_EXPORTS = {
+    "METHODS": "names",
+    "scale_of": "names",
+    "Explanation": "methods",
+    "check_method": "methods",
+    "explain": "methods",
+    "explanation_report": "measures",
+}
 
 __all__ = ["METHODS", "Explanation", "check_method", "explain", "explanation_report", "scale_of"]
+
+if TYPE_CHECKING:  # what type checkers and editors see
+    from attnmt.explain.measures import explanation_report
+    from attnmt.explain.methods import Explanation, check_method, explain
+    from attnmt.explain.names import METHODS, scale_of
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'attnmt.explain' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"attnmt.explain.{_EXPORTS[name]}"), name)
+    globals()[name] = value  # once loaded, an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -28,7 +28,8 @@ import numpy as np
 
 from attnmt.data.vocab import UNK
 from attnmt.explain.images import image_markdown
-from attnmt.explain.methods import SIGNED, explain
+from attnmt.explain.methods import explain
+from attnmt.explain.names import SIGNED
 from attnmt.inference.alignment import (
     SideWords,
     alignment_scores,

@@ -40,29 +40,14 @@ from attnmt.data.batching import DECODE_BATCH_TOKENS, pad_batch
 from attnmt.data.vocab import EOS, UNK
 from attnmt.errors import UserError
 from attnmt.explain.gradients import gradient_times_input, input_site, integrated_gradients
+from attnmt.explain.names import (
+    ATTENTION_METHODS,
+    GRADIENT_METHODS,
+    METHODS,
+)
 from attnmt.inference.attention_maps import AttentionChoice, select
 from attnmt.inference.scoring import forced_decode
 from attnmt.models.vision import FIRST_LEVEL_ID, cell_boxes
-
-METHODS = (
-    "attention",
-    "attention-norm",
-    "rollout",
-    "grad-input",
-    "integrated-gradients",
-    "occlusion",
-)
-GRADIENT_METHODS = ("grad-input", "integrated-gradients")
-ATTENTION_METHODS = ("attention", "attention-norm", "rollout")
-SIGNED = ("grad-input", "integrated-gradients", "occlusion")  # may be negative
-
-
-def scale_of(method: str | None) -> str:
-    """How a heatmap shades the method's matrix (`attnmt.plotting.SCALES`): attention on
-    its fixed 0..1 scale, other scores per row, signed ones in two colours."""
-    if method in (None, "attention"):
-        return "weights"
-    return "signed" if method in SIGNED else "row"
 
 
 @dataclass

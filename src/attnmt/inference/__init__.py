@@ -34,7 +34,7 @@ _EXPORTS = {
     "AttentionChoice": "attention_maps",
     "choose_attention": "attention_maps",
     "draw_saved": "attention_maps",
-    "forced_weights": "attention_maps",
+    "forced_weights": "scoring",
     "labels": "attention_maps",
     "select": "attention_maps",
     "write_attention": "attention_maps",
@@ -108,7 +108,6 @@ if TYPE_CHECKING:  # what type checkers and editors see
         AttentionChoice,
         choose_attention,
         draw_saved,
-        forced_weights,
         labels,
         select,
         write_attention,
@@ -120,6 +119,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         symmetrized_report,
     )
     from attnmt.inference.runs import LoadedRun, find_checkpoint, load_run
+    from attnmt.inference.scoring import forced_weights
     from attnmt.inference.search import Hypothesis, beam_search, greedy, length_penalty
     from attnmt.inference.translator import MAX_SOURCE_TOKENS, Sentence, Translator, source_limit
 

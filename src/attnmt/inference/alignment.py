@@ -21,14 +21,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from torch import Tensor
 
 from attnmt.arrays import to_numpy
 from attnmt.data.subwords import word_of_pieces
 from attnmt.data.synthetic import SymbolVocab
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 log = logging.getLogger(__name__)
 

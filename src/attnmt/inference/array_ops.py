@@ -44,6 +44,7 @@ class ArrayOps(Protocol):
     def copy(self, x: Any) -> Any: ...
     def host(self, x: Any) -> Any: ...  # float32 in the host's memory (weights kept)
     def host_index(self, x: Any) -> Any: ...  # an index for host arrays
+    def pad(self, rows: Any) -> tuple[Any, Any]: ...  # id lists -> ids (B, S), mask (B, S)
 
 
 def array_ops(model: Any, like: Any) -> ArrayOps:
@@ -55,6 +56,17 @@ def array_ops(model: Any, like: Any) -> ArrayOps:
     from attnmt.inference.torch_ops import torch_ops
 
     return torch_ops(like.device)
+
+
+def model_ops(model: Any) -> ArrayOps:
+    """The operations for `model`'s arrays: its own `array_ops`, else torch's on the device
+    of its parameters."""
+    ops = getattr(model, "array_ops", None)
+    if ops is not None:
+        return ops
+    from attnmt.inference.torch_ops import torch_ops
+
+    return torch_ops(next(model.parameters()).device)
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import Tensor
-
-from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
+from attnmt.data.buckets import DECODE_BATCH_TOKENS, batches_by_length
 from attnmt.data.vocab import EOS
+from attnmt.inference.array_ops import model_ops
 from attnmt.inference.search import Hypothesis, SearchTree, StepHook, beam_search, greedy
+
+if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtime)
+    from torch import Tensor
 
 
 @dataclass
@@ -30,9 +32,8 @@ class Translation:
     search: SearchTree | None = None  # the recorded search (`record_search`)
 
 
-@torch.no_grad()
 def translate_ids(
-    model: torch.nn.Module,
+    model: Any,
     sources: Sequence[Sequence[int]],
     decode_text,
     *,
@@ -66,11 +67,12 @@ def translate_ids(
         Translation.weights (and those of `nbest`): (T, S) RNN, (T, L, H, S) Transformer,
         T = len(tokens) + 1 and S = len(source) + 1 (the EOS on each side), padding cut off.
     """
-    device = next(model.parameters()).device
+    ops = model_ops(model)
     if max_len is None:
         max_len = model.max_output_tokens
-    was_training = model.training
-    model.eval()
+    was_training = getattr(model, "training", False)  # a torch module; an export has none
+    if was_training:
+        model.eval()
     results: list[Translation | None] = [None] * len(sources)
     # Beam search multiplies the rows by K: keep the padded-token budget per beam row.
     budget = max(1, batch_tokens // max(1, beam_size))
@@ -78,10 +80,10 @@ def translate_ids(
     try:
         for whole in batches_by_length([len(s) for s in sources], budget):
             for batch in _by_prefix_length(whole, prefixes):
-                src, src_mask = pad_batch([sources[i] for i in batch], device)
+                src, src_mask = ops.pad([sources[i] for i in batch])
                 prefix = None
                 if prefixes is not None and prefixes[batch[0]]:
-                    prefix = torch.tensor([list(prefixes[i]) for i in batch], device=device)
+                    prefix = ops.tensor([list(prefixes[i]) for i in batch], ops.long)
                 trees: list[SearchTree] | None = [] if record_search else None
                 hook = None
                 if on_step is not None:
@@ -115,11 +117,12 @@ def translate_ids(
                         trees=trees,
                         on_step=hook,
                     )
-                _keep(results, batch, hyps, trees, sources, decode_text, n_best)
+                _keep(results, batch, hyps, trees, sources, decode_text, n_best, ops)
             if progress is not None:
                 progress.update(len(whole))
     finally:
-        model.train(was_training)
+        if was_training:
+            model.train(was_training)
     return [r for r in results if r is not None]
 
 
@@ -138,12 +141,12 @@ def _batch_hook(on_step: StepHook, batch: list[int]) -> StepHook:
     return lambda b, nodes: on_step(batch[b], nodes)
 
 
-def _keep(results, batch, hyps, trees, sources, decode_text, n_best) -> None:
+def _keep(results, batch, hyps, trees, sources, decode_text, n_best, ops) -> None:
     """Store a batch's hypotheses (and trees) as `Translation`s at their sources' places."""
     for position, (index, nbest) in enumerate(zip(batch, hyps, strict=True)):
         # Weights cover the batch's padded width: keep this sentence's S columns.
         width = len(sources[index])
-        nbest = [_trim(h, width) for h in nbest]
+        nbest = [_trim(h, width, ops) for h in nbest]
         best = nbest[0]
         tree = None
         if trees is not None:
@@ -161,8 +164,8 @@ def _keep(results, batch, hyps, trees, sources, decode_text, n_best) -> None:
         )
 
 
-def _trim(hyp: Hypothesis, width: int) -> Hypothesis:
+def _trim(hyp: Hypothesis, width: int, ops: Any) -> Hypothesis:
     """The hypothesis with its weights cut to the first `width` source positions."""
     if hyp.weights is None or hyp.weights.shape[-1] == width:
         return hyp
-    return replace(hyp, weights=hyp.weights[..., :width].clone())
+    return replace(hyp, weights=ops.copy(hyp.weights[..., :width]))

@@ -29,12 +29,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from attnmt.config.checks import ENSEMBLE_MODES
 from attnmt.errors import UserError
 from attnmt.inference.attention_maps import AttentionChoice, choose_attention
 from attnmt.inference.runs import LoadedRun, load_run
 from attnmt.models.base import ModelOutput
 
-MODES = ("log-linear", "linear")
+MODES = ENSEMBLE_MODES
 
 
 @dataclass

@@ -31,14 +31,10 @@ from attnmt.inference.alignment import (
     symmetrize,
     word_view,
 )
-from attnmt.inference.attention_maps import (
-    AttentionChoice,
-    aligning,
-    choose_attention,
-    forced_weights,
-)
+from attnmt.inference.attention_maps import AttentionChoice, aligning, choose_attention
 from attnmt.inference.decode_ids import translate_ids
 from attnmt.inference.runs import LoadedRun
+from attnmt.inference.scoring import forced_weights
 from attnmt.metrics import bleu_by_length, bleu_tokenizer, corpus_scores, tokenizer_note
 from attnmt.progress import progress_bar
 

@@ -32,7 +32,11 @@ def vocab_info(loaded: Any) -> dict:
 
 
 def replace_dir(new: Path, out: Path) -> None:
-    """Rename `new` to `out`; an old `out` is moved aside first and removed after."""
+    """Rename `new` to `out`; an old `out` is moved aside first and removed after. `new`
+    (a `mkdtemp` folder, private) gets the permissions a new folder gets."""
+    umask = os.umask(0)
+    os.umask(umask)
+    new.chmod(0o777 & ~umask)
     if not out.exists():
         os.replace(new, out)
         return

@@ -29,11 +29,14 @@ import dataclasses
 import json
 import logging
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -79,10 +82,9 @@ def _spec(axes: dict[int, str], dims: dict[str, Dim]) -> dict[int, Dim]:
     return {axis: dims[name] for axis, name in axes.items()}
 
 
-def _example(loaded: LoadedRun, lengths: list[int], seed: int) -> tuple[torch.Tensor, ...]:
-    """A padded batch of source ids (real ids, not specials), EOS at each end."""
+def _example(size: int, lengths: list[int], seed: int) -> tuple[torch.Tensor, ...]:
+    """A padded batch of source ids below `size` (real ids, not specials), EOS at each end."""
     generator = np.random.default_rng(seed)
-    size = loaded.vocab.src_vocab_size
     rows = [[int(i) for i in generator.integers(4, size, n - 1)] + [3] for n in lengths]
     return pad(rows)
 
@@ -91,15 +93,17 @@ def _example(loaded: LoadedRun, lengths: list[int], seed: int) -> tuple[torch.Te
 def _quiet() -> Iterator[None]:
     """The exporter's chatter (torchvision's operators not found, its own deprecations,
     axis renaming notes) kept from the user: the graphs are checked by their numbers."""
-    logger = logging.getLogger("torch.onnx")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    loggers = [logging.getLogger("torch.onnx"), logging.getLogger()]  # quantize: the root's
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _export(module, args, dynamic_shapes, input_names, output_names, path: Path) -> None:
@@ -147,12 +151,55 @@ def _rename_axes(proto, names: dict[str, dict[int, str]]) -> None:
                 dim.dim_param = axes[axis]
 
 
-def export_graphs(model: torch.nn.Module, layout: FlatLayout, loaded: LoadedRun, out: Path):
-    """Write `encoder.onnx` and `step.onnx` of `model` into `out`."""
+def export_graphs(model: torch.nn.Module, cfg: Any, vocab_sizes: tuple[int, int], out: Path):
+    """Write `encoder.onnx` and `step.onnx` of `model` (built from the model config `cfg`)
+    into `out`, in a Python process of their own: torch.export's loop for a GRU over a
+    free length (torch/export/_patches.py) keeps the length free in a process's first
+    export only; a second export of a GRU encoder in the same process (even of the same
+    model, even after `torch._dynamo.reset()`) fixes the source length at the example's,
+    and its graph refuses every other length (torch 2.13)."""
+    from safetensors.torch import save_file
+
+    job = {"config": dataclasses.asdict(cfg), "vocab_sizes": list(vocab_sizes), "out": str(out)}
+    (out / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}  # tied: copies
+    save_file(state, str(out / "job.safetensors"))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "attnmt.inference.onnx_export", str(out / "job.json")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        (out / "job.json").unlink(missing_ok=True)
+        (out / "job.safetensors").unlink(missing_ok=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise UserError(f"exporting the graphs failed: {last}")
+
+
+def _export_job(job_file: str) -> None:
+    """The exporting process: the model rebuilt from the job's config and weights."""
+    from safetensors.torch import load_file
+
+    from attnmt.config import ModelConfig
+    from attnmt.models import build_model
+
+    job = json.loads(Path(job_file).read_text(encoding="utf-8"))
+    cfg = ModelConfig(**job["config"])
+    model = build_model(cfg, *job["vocab_sizes"]).eval()
+    model.load_state_dict(load_file(str(Path(job_file).with_suffix(".safetensors"))))
+    layout = flat_layout(model, cfg.name, _example(job["vocab_sizes"][0], [7, 4, 6], seed=1))
+    _export_graphs(model, layout, job["vocab_sizes"][0], job["out"])
+
+
+def _export_graphs(model: torch.nn.Module, layout: FlatLayout, vocab_size: int, out: str):
     import onnx
 
+    out = Path(out)
     dims = _dims()
-    src, mask = _example(loaded, [7, 4, 6], seed=1)
+    src, mask = _example(vocab_size, [7, 4, 6], seed=1)
     both = {0: dims[BATCH], 1: dims[SRC_LEN]}
     encoder = EncoderGraph(model, layout)
     with torch.no_grad():
@@ -203,7 +250,7 @@ def verify(model: torch.nn.Module, directory: Path, loaded: LoadedRun) -> dict:
     from attnmt.runtime.model import OnnxModel
 
     onnx_model = OnnxModel(directory, threads=1)
-    src, mask = _example(loaded, [9, 2, 12, 5, 12], seed=2)
+    src, mask = _example(loaded.vocab.src_vocab_size, [9, 2, 12, 5, 12], seed=2)
     worst = {"log_probs": 0.0, "attention": 0.0}
     with torch.no_grad():
         memory = model.encode(src, mask)
@@ -235,7 +282,8 @@ def quantize_int8(directory: Path) -> None:
     for file in (ENCODER_FILE, STEP_FILE):
         path = directory / file
         tmp = path.with_suffix(".int8.onnx")
-        quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8)
+        with _quiet():  # its advice to pre-process the graphs first (the int8 check measures)
+            quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8)
         tmp.replace(path)
 
 
@@ -263,12 +311,14 @@ def export_onnx(
     if out.is_dir() and any(out.iterdir()) and not force:
         raise UserError(f"'{out}' already exists and is not empty; use --force to replace it")
     model = loaded.model.float().eval().cpu()
-    layout = flat_layout(model, name, _example(loaded, [7, 4, 6], seed=1))
+    vocab_size = loaded.vocab.src_vocab_size
+    layout = flat_layout(model, name, _example(vocab_size, [7, 4, 6], seed=1))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
         began = time.perf_counter()
-        export_graphs(model, layout, loaded, tmp)
+        sizes = (vocab_size, loaded.vocab.tgt_vocab_size)
+        export_graphs(model, loaded.cfg.model, sizes, tmp)
         seconds = time.perf_counter() - began
         loaded.vocab.save(tmp / "vocab")
         info = export_info(loaded, layout, quantize, seconds)
@@ -331,3 +381,12 @@ def export_info(
 def default_out(loaded: LoadedRun, quantize: str | None) -> Path:
     """RUN/onnx, or RUN/onnx-int8 for a quantised export."""
     return loaded.run_dir / ("onnx" if quantize is None else f"onnx-{quantize}")
+
+
+def read_written(directory: str | Path) -> dict:
+    """The `attnmt.json` an export wrote."""
+    return json.loads((Path(directory) / "attnmt.json").read_text(encoding="utf-8"))
+
+
+if __name__ == "__main__":  # the exporting process of `export_graphs`
+    _export_job(sys.argv[1])

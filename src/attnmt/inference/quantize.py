@@ -9,9 +9,10 @@ import torch
 from torch.ao.quantization import quantize_dynamic
 
 from attnmt.attention import ConcatScore, LocalPredictor
+from attnmt.config.checks import DECODER_QUANTIZATIONS
 from attnmt.errors import UserError
 
-QUANTIZATIONS = ("int8",)
+QUANTIZATIONS = DECODER_QUANTIZATIONS
 # Modules that read their linear maps' weight matrices themselves (a slice of W_a, F.linear
 # in fp32), which a quantised linear map no longer has: their maps stay fp32.
 READS_WEIGHTS = (ConcatScore, LocalPredictor)

@@ -117,3 +117,26 @@ def score_pairs(
             )
         )
     return scored
+
+
+@torch.no_grad()
+def forced_weights(
+    model: torch.nn.Module,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    batch_tokens: int = DECODE_BATCH_TOKENS,
+) -> list[Tensor]:
+    """The attention a model pays while reading given targets (teacher forcing).
+
+    `pairs` are (source ids, target ids), without BOS/EOS. This is how attention is scored
+    against gold alignments: the links must be between the reference's words, so the model
+    reads the reference instead of writing its own translation.
+
+    Shapes:
+        returns, per pair: (T + 1, S + 1) RNN or (T + 1, L, H, S + 1) Transformer, the
+        row and column + 1 being the target and source EOS, as `Hypothesis.weights`.
+    """
+    decoded = forced_decode(
+        model, pairs, need_weights=True, need_log_probs=False, batch_tokens=batch_tokens
+    )
+    return [weights for _, weights in decoded]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from attnmt.inference.attention_maps import labels, select
+from attnmt.inference.attention_choice import labels, select
 from attnmt.inference.search_tree import Node
 
 SEARCH_DIGITS = 4  # decimals of a search node's weights and scores in JSON
@@ -40,7 +40,7 @@ def node_record(node: Node, tgt, choice, *, heads: bool = False) -> dict[str, An
     }
     if node.weights is not None:
         record["attention"] = [round(float(w), d) for w in select(node.weights[None], choice)[0]]
-        if heads and node.weights.dim() == 3:
+        if heads and node.weights.ndim == 3:
             record["attention_heads"] = [
                 [[round(float(w), d) for w in head] for head in layer] for layer in node.weights
             ]

@@ -7,6 +7,8 @@ import functools
 import torch
 from torch import Tensor
 
+from attnmt.data.batching import pad_batch
+
 
 class TorchOps:
     long, bool, float = torch.long, torch.bool, torch.float32
@@ -61,6 +63,9 @@ class TorchOps:
 
     def host_index(self, x: Tensor) -> Tensor:
         return x.cpu()
+
+    def pad(self, rows) -> tuple[Tensor, Tensor]:
+        return pad_batch(rows, self.device)
 
 
 @functools.cache

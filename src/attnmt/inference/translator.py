@@ -15,23 +15,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from attnmt.config import IMAGE_MODELS
 from attnmt.data.alignments import format_pharaoh
-from attnmt.data.batching import DECODE_BATCH_TOKENS, pad_batch
+from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import BOS, EOS, PAD
 from attnmt.errors import UserError
 from attnmt.inference.alignment import WordView, source_words, target_words, word_view
-from attnmt.inference.attention_maps import aligning, labels, run_attention, select
+from attnmt.inference.array_ops import model_ops
+from attnmt.inference.attention_choice import aligning, labels, run_attention, select
 from attnmt.inference.decode_ids import Translation, translate_ids
-from attnmt.inference.runs import LoadedRun
 from attnmt.inference.search import Hypothesis, StepHook, alternatives
 from attnmt.inference.search_json import rounded_matrix, search_record, steering_record
 
 NOT_WORDS = (PAD, BOS, EOS)  # ids a prefix cannot force
+
+if TYPE_CHECKING:
+    from attnmt.inference.runs import LoadedRun
+    from attnmt.runtime.runs import ExportRun
 
 
 # --------------------------------------------------------------------------------------
@@ -103,7 +105,7 @@ class Translator:
 
     def __init__(
         self,
-        loaded: LoadedRun,
+        loaded: LoadedRun | ExportRun,
         *,
         beam: int = 1,
         alpha: float = 0.6,
@@ -233,13 +235,14 @@ class Translator:
         if not sentence.ids:
             sentence.ids = self.vocab.src.encode(sentence.source)[: self.limit]
         model = self.loaded.model
-        device = next(model.parameters()).device
-        src, src_mask = pad_batch([[*sentence.ids, EOS]], device)
+        ops = model_ops(model)
+        src, src_mask = ops.pad([[*sentence.ids, EOS]])
         prefix = None
         if sentence.prefix:
-            prefix = torch.tensor([sentence.prefix], device=device)
-        was_training = model.training
-        model.eval()
+            prefix = ops.tensor([sentence.prefix], ops.long)
+        was_training = getattr(model, "training", False)  # a torch module; an export has none
+        if was_training:
+            model.eval()
         try:
             hyps = alternatives(
                 model,
@@ -255,7 +258,8 @@ class Translator:
                 need_weights=self.need_weights,
             )
         finally:
-            model.train(was_training)
+            if was_training:
+                model.train(was_training)
         sentence.alternatives = [
             Alternative(
                 token,

@@ -28,7 +28,7 @@ from attnmt.data import images
 from attnmt.data.batching import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import EOS
 from attnmt.errors import DataError
-from attnmt.inference.attention_maps import forced_weights
+from attnmt.inference.scoring import forced_weights
 from attnmt.models.vision import DOWNSAMPLE, grid_size
 from attnmt.plotting import load_arrays, save_arrays
 

@@ -7,6 +7,8 @@ import contextlib
 
 import numpy as np
 
+from attnmt.data.vocab import PAD
+
 
 class NumpyOps:
     long, bool, float = np.int64, np.bool_, np.float32
@@ -71,6 +73,16 @@ class NumpyOps:
 
     def host_index(self, x: np.ndarray) -> np.ndarray:
         return x
+
+    def pad(self, rows) -> tuple[np.ndarray, np.ndarray]:
+        """Id lists right-padded with PAD into (B, S) int64 ids and a bool mask (True = a
+        real token), as `attnmt.data.batching.pad` does with torch."""
+        width = max(1, max((len(r) for r in rows), default=1))
+        ids = np.full((len(rows), width), PAD, dtype=np.int64)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = row
+        lengths = np.array([len(r) for r in rows])
+        return ids, np.arange(width)[None, :] < lengths[:, None]
 
 
 NUMPY = NumpyOps()

@@ -21,7 +21,7 @@ from attnmt.config import IMAGE_MODELS
 from attnmt.data.alignments import format_pharaoh
 from attnmt.errors import UserError
 from attnmt.explain import METHODS, check_method, explain
-from attnmt.explain.methods import ATTENTION_METHODS
+from attnmt.explain.names import ATTENTION_METHODS
 from attnmt.inference import LoadedRun, Sentence, Translation, Translator
 from attnmt.inference.alignment import source_words, target_words, word_view
 from attnmt.inference.attention_maps import (

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from attnmt.data.alignments import format_pharaoh
-from attnmt.explain.methods import scale_of
+from attnmt.explain.names import scale_of
 from attnmt.inference.alignment import source_words, target_words, word_view
 from attnmt.inference.attention_maps import AttentionChoice, every_choice, labels, select
 from attnmt.inference.search_json import rounded_matrix

@@ -1,0 +1,183 @@
+"""`attnmt export RUN --format onnx`: every text family's encoder and decoder step as ONNX
+graphs, verified against PyTorch when written, decoded by `attnmt.runtime` (onnxruntime,
+numpy, our own search) as our decoder decodes the run.
+
+The trained tiny runs of conftest (RNNsearch, a Transformer, RNNencdec) are compared
+through `Translator` (greedy and beam, n-best, attention, alignments); every other variant
+(Luong's scores, scopes and input feeding, local-m in RNNsearch, hard attention's
+deterministic paths) is a randomly initialised model exported and checked step by step
+(the export's own verification, here with its numbers asserted) and by search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from attnmt.cli import main
+from attnmt.errors import UserError
+from attnmt.inference import Translator, load_run
+from attnmt.inference.onnx_export import TOLERANCE, export_onnx
+from attnmt.inference.search import beam_search
+from attnmt.models import build_model
+from attnmt.runtime import OnnxModel, load_export
+
+LINES = ["the cat sat on the mat", "", "Привет мир 🙂", "dog ran far", "naïve café λόγος"]
+
+
+@pytest.fixture(scope="module")
+def exports(tiny_runs, tmp_path_factory):
+    """run name -> its ONNX export (fp32), made once for the module."""
+    root = tmp_path_factory.mktemp("onnx")
+    return {
+        name: export_onnx(load_run(tiny_runs[name]), root / name) for name in ("rnn", "tf", "plain")
+    }
+
+
+def _outputs(loaded, **options):
+    translator = Translator(loaded, need_weights=loaded.model.uses_attention, **options)
+    return translator, translator.translate(LINES)
+
+
+@pytest.mark.parametrize("name", ["rnn", "tf", "plain"])
+@pytest.mark.parametrize("beam", [1, 4])
+def test_the_export_decodes_as_the_run_does(tiny_runs, exports, name, beam):
+    n_best = 1 if beam == 1 else 3
+    ours, expected = _outputs(load_run(tiny_runs[name]), beam=beam, n_best=n_best)
+    theirs, got = _outputs(load_export(exports[name]), beam=beam, n_best=n_best)
+    for a, b in zip(expected, got, strict=True):
+        if a.translation is None:
+            assert b.translation is None
+            continue
+        hyps_a = a.translation.nbest or [a.translation]
+        hyps_b = b.translation.nbest or [b.translation]
+        assert [h.tokens for h in hyps_b] == [h.tokens for h in hyps_a]
+        for h, g in zip(hyps_a, hyps_b, strict=True):
+            assert g.score == pytest.approx(h.score, abs=1e-4)
+        assert b.translation.text == a.translation.text
+        if a.translation.weights is not None:
+            np.testing.assert_allclose(
+                np.asarray(b.translation.weights), a.translation.weights.numpy(), atol=1e-4
+            )
+            assert theirs.words(b).links == ours.words(a).links
+
+
+def test_the_export_describes_itself_and_its_verification(exports):
+    info = json.loads((exports["tf"] / "attnmt.json").read_text())
+    assert info["format"] == "onnx" and info["model"] == "transformer"
+    assert info["layout"]["state"] == ["self_k", "self_v"]
+    assert info["layout"]["attention"] == ["batch", "layer", "head", "src_len"]
+    for key, limit in TOLERANCE.items():
+        assert 0 <= info["verified"][key] <= limit
+    assert sorted(p.name for p in (exports["tf"] / "vocab").iterdir())
+    model = OnnxModel(exports["tf"])
+    # Free axes by name: another batch and length run (the example had 3 sentences of 7).
+    names = {i.name: i.shape for i in model.decoder.get_inputs()}
+    assert names["state.self_k"][0] == "batch" and names["state.self_k"][3] == "tgt_len"
+    assert names["src_mask"] == ["batch", "src_len"]
+
+
+# Every Luong score and scope, input feeding on and off, local-m in RNNsearch (its step
+# count as a tensor), and hard attention's two deterministic inference paths: six exports.
+VARIANTS = {
+    "luong-dot": {"name": "luong", "attention": "dot"},
+    "luong-general-local-p-no-feeding": {
+        **{"name": "luong", "attention": "general", "scope": "local-p", "window": 2},
+        "input_feeding": False,
+    },
+    "luong-concat-local-m": {
+        "name": "luong",
+        "attention": "concat",
+        "scope": "local-m",
+        "window": 2,
+    },
+    "luong-location": {"name": "luong", "attention": "location", "max_source_len": 32},
+    "rnnsearch-local-m-hard-argmax": {
+        **{"name": "rnnsearch", "scope": "local-m", "window": 2},
+        **{"mode": "hard", "hard_eval": "argmax"},
+    },
+    "luong-hard-soft": {
+        "name": "luong",
+        "attention": "general",
+        "mode": "hard",
+        "hard_eval": "soft",
+    },
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_variant_exports_and_searches_as_ours(tiny_runs, tmp_path, variant):
+    loaded = load_run(tiny_runs["rnn"])
+    cfg = dataclasses.replace(loaded.cfg.model, layers=2, **VARIANTS[variant])
+    torch.manual_seed(0)
+    model = build_model(cfg, loaded.vocab.src_vocab_size, loaded.vocab.tgt_vocab_size).eval()
+    with torch.no_grad():  # peaked outputs: a random model's near-ties would decide nothing
+        for p in model.parameters():
+            p.mul_(4.0)
+    loaded = dataclasses.replace(
+        loaded, model=model, cfg=dataclasses.replace(loaded.cfg, model=cfg)
+    )
+    out = export_onnx(loaded, tmp_path / variant)
+    info = json.loads((out / "attnmt.json").read_text())
+    assert info["verified"]["log_probs"] <= TOLERANCE["log_probs"]
+    assert info["verified"]["attention"] <= TOLERANCE["attention"]
+    assert info["layout"]["equal_lengths"] == (cfg.name == "luong")
+    onnx_model = OnnxModel(out)
+    ids = [loaded.vocab.src.encode(line) + [3] for line in LINES if line]
+    from attnmt.data.batching import pad_batch
+
+    src, mask = pad_batch(ids, torch.device("cpu"))
+    expected = beam_search(model, src, mask, beam_size=3, need_weights=True)
+    got = beam_search(onnx_model, src.numpy(), mask.numpy(), beam_size=3, need_weights=True)
+    for (a,), (b,) in zip(expected, got, strict=True):
+        assert b.tokens == a.tokens
+        assert b.score == pytest.approx(a.score, abs=1e-4)
+        np.testing.assert_allclose(b.weights, a.weights.numpy(), atol=1e-4)
+
+
+def test_a_quantised_export_is_smaller_and_still_translates(tiny_runs, tmp_path, capsys):
+    out = tmp_path / "int8"
+    assert main(["export", str(tiny_runs["rnn"]), "--format", "onnx", "-o", str(out),
+                 "--quantize", "int8"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "verified against PyTorch" in printed and "int8 changes" in printed
+    info = json.loads((out / "attnmt.json").read_text())
+    assert info["quantization"] == "int8" and "int8_differences" in info
+    sentences = Translator(load_export(out), beam=2).translate(LINES)
+    assert sentences[0].translation.tokens  # translates (its numbers: docs/export.md)
+
+
+def test_bad_exports_are_refused_in_one_sentence(tiny_runs, tmp_path, capsys):
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "keep.txt").write_text("mine")
+    code = main(["export", str(tiny_runs["rnn"]), "--format", "onnx", "-o", str(taken)])
+    assert code == 2 and (taken / "keep.txt").read_text() == "mine"
+    assert "already exists and is not empty" in capsys.readouterr().err
+    code = main(["export", str(tiny_runs["rnn"]), "--format", "onnx", "--quantization", "int8"])
+    assert code == 2 and "--quantize int8" in capsys.readouterr().err
+    with pytest.raises(UserError, match="no attnmt.json"):
+        load_export(tmp_path)
+    code = main(["translate", str(taken.parent / "nothing-here"), "-"])
+    assert code == 2
+
+
+def test_translate_refuses_what_only_our_decoder_does(exports, capsys, monkeypatch):
+    for flag in (["--quantize", "int8"], ["--device", "cpu"]):
+        code = main(["translate", str(exports["rnn"]), "-", *flag])
+        assert code == 2
+        assert f"{flag[0]} works with a run, not an ONNX export" in capsys.readouterr().err
+
+
+def test_the_ctranslate2_types_listed_are_ctranslate2s():
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    from attnmt.cli import export as cli_export
+    from attnmt.inference import export as ct2_export
+
+    assert sorted(cli_export.CT2_TYPES) == sorted(ACCEPTED_MODEL_TYPES)
+    assert cli_export.MAX_POSITIONS == ct2_export.MAX_POSITIONS
