@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from attnmt.cli import main
+from attnmt.data.batching import pad_batch
+from attnmt.data.vocab import EOS
 from attnmt.errors import UserError
 from attnmt.inference import Translator, load_run
 from attnmt.inference.onnx_export import TOLERANCE, export_onnx
@@ -127,9 +134,7 @@ def test_every_variant_exports_and_searches_as_ours(tiny_runs, tmp_path, variant
     assert info["verified"]["attention"] <= TOLERANCE["attention"]
     assert info["layout"]["equal_lengths"] == (cfg.name == "luong")
     onnx_model = OnnxModel(out)
-    ids = [loaded.vocab.src.encode(line) + [3] for line in LINES if line]
-    from attnmt.data.batching import pad_batch
-
+    ids = [[*loaded.vocab.src.encode(line), EOS] for line in LINES if line]
     src, mask = pad_batch(ids, torch.device("cpu"))
     expected = beam_search(model, src, mask, beam_size=3, need_weights=True)
     got = beam_search(onnx_model, src.numpy(), mask.numpy(), beam_size=3, need_weights=True)
@@ -160,7 +165,7 @@ def test_bad_exports_are_refused_in_one_sentence(tiny_runs, tmp_path, capsys):
     assert "already exists and is not empty" in capsys.readouterr().err
     code = main(["export", str(tiny_runs["rnn"]), "--format", "onnx", "--quantization", "int8"])
     assert code == 2 and "--quantize int8" in capsys.readouterr().err
-    with pytest.raises(UserError, match="no attnmt.json"):
+    with pytest.raises(UserError, match=r"no attnmt\.json"):
         load_export(tmp_path)
     code = main(["translate", str(taken.parent / "nothing-here"), "-"])
     assert code == 2
@@ -181,3 +186,60 @@ def test_the_ctranslate2_types_listed_are_ctranslate2s():
 
     assert sorted(cli_export.CT2_TYPES) == sorted(ACCEPTED_MODEL_TYPES)
     assert cli_export.MAX_POSITIONS == ct2_export.MAX_POSITIONS
+
+
+# What the runtime's install leaves out (docs/export.md, runtime-requirements.txt): a test
+# process that cannot import them translates with an export as the run does.
+NOT_IN_THE_RUNTIME = ("torch", "matplotlib", "fastapi", "uvicorn", "sacrebleu", "sklearn", "onnx")
+BLOCKER = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ImportError(f"{{name}} is not installed here (the runtime's install)")
+sys.meta_path.insert(0, Block())
+from attnmt.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_the_runtime_translates_without_torch(tiny_runs, exports, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    code = BLOCKER.format(blocked=NOT_IN_THE_RUNTIME)
+    args = [str(source), "--beam", "3", "--alignments", "json"]
+    done = subprocess.run(
+        [sys.executable, "-c", code, "translate", str(exports["rnn"]), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    got = [json.loads(line) for line in done.stdout.splitlines()]
+    assert main(["translate", str(tiny_runs["rnn"]), *args, "-o", str(tmp_path / "run.jsonl")]) == 0
+    expected = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    for a, b in zip(expected, got, strict=True):
+        assert b["translation"] == a["translation"] and b["links"] == a["links"]
+        assert b["score"] == pytest.approx(a["score"], abs=1e-4)
+    # ...and the blocker blocks: the run itself needs torch.
+    blocked = subprocess.run(
+        [sys.executable, "-c", code, "translate", str(tiny_runs["rnn"]), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert blocked.returncode != 0 and "torch is not installed here" in blocked.stderr
+
+
+def test_the_docs_python_block_translates_with_an_export(exports, tmp_path, monkeypatch, capsys):
+    """docs/export.md's runtime block, run on a tiny export in its place."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "export.md").read_text()
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "load_export" in b]
+    place = tmp_path / "runs" / "quickstart" / "onnx"
+    shutil.copytree(exports["rnn"], place)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(snippet, "docs/export.md", "exec"), {})
+    printed = capsys.readouterr().out
+    translator = Translator(load_export(place), beam=5)
+    (sentence,) = translator.translate(["In the beginning was the Word."])
+    assert printed.startswith(sentence.translation.text)

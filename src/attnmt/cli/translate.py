@@ -34,7 +34,7 @@ from attnmt.data.alignments import format_pharaoh
 from attnmt.data.files import read_lines
 from attnmt.errors import UserError
 from attnmt.explain.names import scale_of
-from attnmt.inference.attention_maps import labels, write_attention
+from attnmt.inference.attention_choice import labels
 from attnmt.inference.translator import Sentence, Translator
 
 CHUNK_LINES = 256  # lines decoded together: output streams, and weights stay bounded
@@ -363,6 +363,8 @@ class _Session:
         return "\n".join(rows)
 
     def _plot(self, sentence: Sentence) -> None:
+        from attnmt.inference.attention_maps import write_attention  # matplotlib: on use
+
         result = sentence.translation
         write_attention(
             Path(self.args.plot) / f"line-{sentence.line:04d}",

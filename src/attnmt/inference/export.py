@@ -88,8 +88,8 @@ class RunConverter(Converter):
         if not isinstance(loaded.model, Transformer):
             raise UserError(
                 f"only Transformer runs can be exported to CTranslate2, and "
-                f"'{loaded.run_dir}' holds a {name} model; train one with "
-                "model.name: transformer (configs/transformer.yaml)"
+                f"'{loaded.run_dir}' holds a {name} model; export it with --format onnx "
+                "(any text model), or train a Transformer (configs/transformer.yaml)"
             )
         self.loaded = loaded
         self.max_positions = max_positions
