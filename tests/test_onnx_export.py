@@ -243,3 +243,41 @@ def test_the_docs_python_block_translates_with_an_export(exports, tmp_path, monk
     translator = Translator(load_export(place), beam=5)
     (sentence,) = translator.translate(["In the beginning was the Word."])
     assert printed.startswith(sentence.translation.text)
+
+
+def test_the_server_serves_an_export_as_the_run(tiny_runs, exports):
+    """`attnmt serve EXPORT_DIR`: the page's answers (translation, attention, the search,
+    forced scores) from the ONNX graphs equal the run's; explanations are refused."""
+    from fastapi.testclient import TestClient
+
+    from attnmt.serve import RunDecoder, Settings, create_app
+
+    settings = Settings()
+    decoders = {
+        "run": RunDecoder("run", load_run(tiny_runs["rnn"]), settings),
+        "onnx": RunDecoder("onnx", load_export(exports["rnn"]), settings),
+    }
+    with TestClient(create_app(decoders, settings)) as client:
+        answers = {}
+        for name in decoders:
+            request = {"model": name, "text": LINES[0], "beam": 3, "search": True, "weights": True}
+            translated = client.post("/api/translate", json=request)
+            pair = {"source": LINES[3], "target": LINES[0]}
+            scored = client.post("/api/score", json={"model": name, "pair": pair})
+            assert translated.status_code == 200 and scored.status_code == 200
+            answers[name] = (translated.json()["translations"][0], scored.json()["scores"][0])
+        (run_t, run_s), (onnx_t, onnx_s) = answers["run"], answers["onnx"]
+        assert onnx_t["translation"] == run_t["translation"]
+        assert onnx_t["alignment"] == run_t["alignment"]
+        for a, b in zip(run_t["attention"], onnx_t["attention"], strict=True):
+            np.testing.assert_allclose(b["subword"], a["subword"], atol=1e-4)
+        assert len(onnx_t["search"]["nodes"]) == len(run_t["search"]["nodes"])
+        assert onnx_s["log_prob"] == pytest.approx(run_s["log_prob"], abs=1e-4)
+        np.testing.assert_allclose(onnx_s["token_log_probs"], run_s["token_log_probs"], atol=1e-4)
+        refused = client.post(
+            "/api/translate", json={"model": "onnx", "text": "cat", "explain": "occlusion"}
+        )
+        assert refused.status_code == 422 and "ONNX export" in refused.json()["detail"]
+        models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
+        assert models["onnx"]["explain_methods"] == []
+        assert models["onnx"]["parameters"] == models["run"]["parameters"]

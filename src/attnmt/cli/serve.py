@@ -21,6 +21,7 @@ import uvicorn
 from attnmt.devices import DEVICES, pick_device
 from attnmt.errors import UserError
 from attnmt.inference import load_run
+from attnmt.runtime import is_export, load_export
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.app import API_KEY_ENV
 from attnmt.serve.schemas import MAX_BEAM
@@ -87,6 +88,14 @@ def named_runs(specs: list[str]) -> dict[str, str]:
     return runs
 
 
+def _load(path: str, device):
+    """A run, or an ONNX export (`attnmt export RUN --format onnx`: onnxruntime decodes it,
+    on the CPU whatever --device says; the page shows its attention as a run's)."""
+    if is_export(path):
+        return load_export(path)
+    return load_run(path, device=device)
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     counts = ("max_body_bytes", "max_lines", "max_line_chars", "queue_size", "batch_lines")
     for flag in (*counts, "max_search_steps", "max_explain_passes"):
@@ -115,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     device = pick_device(args.device, option="--device")
     decoders = {
-        name: RunDecoder(name, load_run(path, device=device), settings)
+        name: RunDecoder(name, _load(path, device), settings)
         for name, path in named_runs(args.runs).items()
     }
     app = create_app(decoders, settings)

@@ -70,6 +70,11 @@ class Explanation:
 def check_method(method: str, model: nn.Module, choice: AttentionChoice) -> None:
     """`UserError` naming the choices when `method` is unknown or does not fit the model."""
     model_name = type(model).__name__
+    if getattr(model, "array_ops", None) is not None:  # attnmt.runtime: graphs, no autograd
+        raise UserError(
+            "explanations need the run itself: an ONNX export decodes and shows its attention "
+            "but has no gradients or masked re-reading; use the run (attnmt translate RUN)"
+        )
     if choice.members:
         raise UserError("explanations are of one model; give one run, not an ensemble")
     if method not in METHODS:

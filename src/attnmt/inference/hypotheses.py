@@ -6,6 +6,7 @@ beam or alternative is made from it). `attnmt.inference.search` runs the searche
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,22 @@ class Start:
             log_prob=self.log_prob[rows],
             weights=None if self.weights is None else self.weights[rows],
         )
+
+
+@dataclass
+class Scored:
+    """One pair as the model scores it.
+
+    Shapes:
+        token_log_probs: T + 1 floats (each target subword, then EOS);
+        weights: (T + 1, S + 1) RNN, (T + 1, L, H, S + 1) Transformer, (T + 1, M, S + 1)
+        ensemble, or None when not asked for.
+    """
+
+    log_prob: float
+    token_log_probs: list[float]
+    score: float
+    weights: Tensor | None = None
 
 
 @without_grad
@@ -135,3 +152,48 @@ def max_lengths(
     ops = ops or array_ops(None, src_mask)
     lengths = ops.astype(src_mask.sum(1), ops.float)
     return ops.astype(lengths * ratio, ops.long) + extra
+
+
+def score_by_steps(
+    model: Any,
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    alpha: float = 0.6,
+    need_weights: bool = False,
+) -> list[Scored]:
+    """Forced decoding one pair at a time through the step interface: `begin` reads the
+    target as a prefix, one more step reads its EOS. What `attnmt.inference.scoring`'s
+    teacher forcing gives, for a model with steps only (an ONNX export).
+
+    Shapes:
+        pairs: (source ids, target ids) without BOS/EOS -> `Scored` as `score_pairs`'s
+    """
+    from attnmt.data.vocab import EOS
+
+    ops = array_ops(model, None)
+    out = []
+    for source, target in pairs:
+        src, mask = ops.pad([[*source, EOS]])
+        prefix = ops.tensor([list(target)], ops.long) if target else None
+        start = begin(model, src, mask, prefix, need_weights=need_weights)
+        checkpoint()
+        logits, _, step_weights = model.step(
+            start.prev, start.state, start.memory, need_weights=need_weights
+        )
+        eos = float(ops.log_softmax(logits)[0, EOS])
+        token_log_probs = [*start.token_log_probs[0].tolist(), eos]
+        total = sum(token_log_probs)
+        weights = None
+        if need_weights:
+            last = ops.host(step_weights)[:, None]  # (1, 1, ...)
+            rows = last if start.weights is None else ops.cat([start.weights, last], 1)
+            weights = rows[0]
+        out.append(
+            Scored(
+                log_prob=total,
+                token_log_probs=token_log_probs,
+                score=total / float(length_penalty(len(token_log_probs), alpha)),
+                weights=weights,
+            )
+        )
+    return out

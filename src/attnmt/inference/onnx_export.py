@@ -43,6 +43,7 @@ import torch
 from torch.export import Dim
 
 from attnmt import __version__
+from attnmt.config import to_dict
 from attnmt.config.checks import IMAGE_MODELS
 from attnmt.data.batching import pad
 from attnmt.data.vocab import BOS
@@ -362,7 +363,8 @@ def export_info(
         "checkpoint": loaded.checkpoint.name,
         "step": loaded.step,
         "model": loaded.cfg.model.name,
-        "config": dataclasses.asdict(loaded.cfg.model),
+        "run_config": to_dict(loaded.cfg),  # the run's config.yaml: languages, limits...
+        "parameters": sum(p.numel() for p in loaded.model.parameters()),
         "quantization": quantize or "float32",
         "graphs": {"encoder": ENCODER_FILE, "step": STEP_FILE},
         "layout": layout.to_json(),

@@ -14,7 +14,6 @@ translation gives back the score `translate` printed for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -23,23 +22,8 @@ from attnmt.cancel import checkpoint
 from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
 from attnmt.data.vocab import BOS, EOS
 from attnmt.errors import UserError
+from attnmt.inference.hypotheses import Scored, score_by_steps
 from attnmt.inference.search import length_penalty
-
-
-@dataclass
-class Scored:
-    """One pair as the model scores it.
-
-    Shapes:
-        token_log_probs: T + 1 floats (each target subword, then EOS);
-        weights: (T + 1, S + 1) RNN, (T + 1, L, H, S + 1) Transformer, (T + 1, M, S + 1)
-        ensemble, or None when not asked for.
-    """
-
-    log_prob: float
-    token_log_probs: list[float]
-    score: float
-    weights: Tensor | None = None
 
 
 @torch.no_grad()
@@ -102,7 +86,10 @@ def score_pairs(
     need_weights: bool = False,
     batch_tokens: int = DECODE_BATCH_TOKENS,
 ) -> list[Scored]:
-    """`forced_decode`'s log-probabilities summed and length-normalised as the search does."""
+    """`forced_decode`'s log-probabilities summed and length-normalised as the search does.
+    An ONNX export (`attnmt.runtime`) reads each target step by step (`score_by_steps`)."""
+    if getattr(model, "array_ops", None) is not None:
+        return score_by_steps(model, pairs, alpha=alpha, need_weights=need_weights)
     scored = []
     for log_probs, weights in forced_decode(
         model, pairs, need_weights=need_weights, batch_tokens=batch_tokens

@@ -162,6 +162,47 @@ class RecurrentEncoder(nn.Module):
         return EncoderOutput(annotations=annotations, final_h=torch.stack(finals), final_c=None)
 
 
+def recur_exportable(rnn: nn.GRU | nn.LSTM, inputs: Tensor, hidden):
+    """`rnn(inputs, hidden)` (batch first); while a graph is exported, one step is written
+    out as its cells' equations instead (PyTorch's GRU/LSTM gates, layer by layer, eval
+    mode: no dropout between layers). onnxruntime runs the GRU operator's single step at
+    about 150 us where the two matrix products and the gates take a fraction of it (the
+    quickstart RNNsearch step at batch 5, Intel Xeon, 2 threads); the numbers are the same.
+
+    Shapes:
+        inputs (B, T, I); hidden (L, B, D), or (h, c) for an LSTM
+    """
+    if not torch.compiler.is_exporting() or inputs.shape[1] != 1 or rnn.bidirectional:
+        return rnn(inputs, hidden)
+    lstm = isinstance(rnn, nn.LSTM)
+    h, c = hidden if lstm else (hidden, None)
+    x, new_h, new_c = inputs[:, 0], [], []
+    for layer in range(rnn.num_layers):
+        weights = [
+            getattr(rnn, f"{name}_l{layer}")
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        ]
+        gates = F.linear(x, weights[0], weights[2])  # W x + b: (B, G·D)
+        recurrent = F.linear(h[layer], weights[1], weights[3])  # U h + b: (B, G·D)
+        if lstm:
+            i, f, g, o = (gates + recurrent).chunk(4, dim=-1)
+            cell = torch.sigmoid(f) * c[layer] + torch.sigmoid(i) * torch.tanh(g)
+            x = torch.sigmoid(o) * torch.tanh(cell)
+            new_c.append(cell)
+        else:
+            x_r, x_z, x_n = gates.chunk(3, dim=-1)
+            h_r, h_z, h_n = recurrent.chunk(3, dim=-1)
+            reset = torch.sigmoid(x_r + h_r)
+            update = torch.sigmoid(x_z + h_z)
+            candidate = torch.tanh(x_n + reset * h_n)  # the reset after the product
+            x = (1 - update) * candidate + update * h[layer]
+        new_h.append(x)
+    outputs = x.unsqueeze(1)  # (B, 1, D)
+    if lstm:
+        return outputs, (torch.stack(new_h), torch.stack(new_c))
+    return outputs, torch.stack(new_h)
+
+
 def _gather_steps(x: Tensor, index: Tensor) -> Tensor:
     """x[b, index[b, j]] for every b, j. Shapes: x (B, S, F), index (B, S) -> (B, S, F)."""
     return x.gather(1, index[..., None].expand(-1, -1, x.shape[-1]))

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from attnmt.attention import Attention, AttentionOutput
 from attnmt.models.base import ModelOutput, check_inputs
-from attnmt.models.layers import RecurrentEncoder, init_uniform, rnn_dropout
+from attnmt.models.layers import RecurrentEncoder, init_uniform, recur_exportable, rnn_dropout
 from attnmt.models.rnn import AttentionalRNN, RNNMemory, RNNState, from_layers, to_layers
 
 
@@ -112,8 +112,8 @@ class LuongNMT(AttentionalRNN):
         inputs = embedded
         if self.input_feeding:
             inputs = torch.cat([embedded, state.feed.unsqueeze(1)], dim=-1)  # (B, 1, E + D)
-        outputs, (hidden, cell) = self.rnn(
-            inputs, (to_layers(state.hidden), to_layers(state.cell))
+        outputs, (hidden, cell) = recur_exportable(
+            self.rnn, inputs, (to_layers(state.hidden), to_layers(state.cell))
         )  # h_t (top layer): (B, T, D)
         out = self.attend(outputs, memory, state.step)  # a_t(s) from h_t, eq. 7
         h_tilde = torch.tanh(self.W_c(torch.cat([out.context, outputs], dim=-1)))  # eq. 5

@@ -30,6 +30,7 @@ from attnmt.models.layers import (
     Maxout,
     RecurrentEncoder,
     init_gaussian_orthogonal,
+    recur_exportable,
     rnn_dropout,
 )
 
@@ -258,8 +259,8 @@ class RNNEncDec(Seq2Seq):
         """
         steps = embedded.shape[1]
         summary = memory.summary.unsqueeze(1).expand(-1, steps, -1)  # c at each t: (B, T, D)
-        outputs, hidden = self.rnn(
-            torch.cat([embedded, summary], dim=-1), to_layers(state.hidden)
+        outputs, hidden = recur_exportable(
+            self.rnn, torch.cat([embedded, summary], dim=-1), to_layers(state.hidden)
         )  # h_t: (B, T, D)
         features = self.readout(torch.cat([outputs, embedded, summary], dim=-1))  # (B, T, D)
         new_state = RNNState(hidden=from_layers(hidden), step=state.step + steps)

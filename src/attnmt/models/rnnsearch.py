@@ -19,6 +19,7 @@ from attnmt.models.layers import (
     Maxout,
     RecurrentEncoder,
     init_gaussian_orthogonal,
+    recur_exportable,
     rnn_dropout,
 )
 from attnmt.models.rnn import AttentionalRNN, RNNMemory, RNNState, from_layers, to_layers
@@ -124,8 +125,8 @@ class RNNSearch(AttentionalRNN):
         query = state.hidden if self.layers == 1 else state.hidden[:, -1:]
         out = self.attend(query, memory, state.step)
         context = out.context  # c_i, eq. 5: (B, 1, 2D)
-        outputs, hidden = self.rnn(
-            torch.cat([embedded, context], dim=-1), to_layers(state.hidden)
+        outputs, hidden = recur_exportable(
+            self.rnn, torch.cat([embedded, context], dim=-1), to_layers(state.hidden)
         )  # s_i, eq. 4: (B, 1, D)
         return outputs, context, RNNState(hidden=from_layers(hidden), step=state.step + 1), out
 

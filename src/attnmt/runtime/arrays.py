@@ -37,18 +37,24 @@ class NumpyOps:
             return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
     def topk(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The k largest along the last axis, largest first (ties: the lower index first)."""
-        if k < x.shape[-1]:
-            part = np.argpartition(-x, k - 1, axis=-1)[..., :k]
+        """The k largest along the last axis, largest first. One partial sort over each row
+        (argpartition), then a full sort of the k kept; rows indexed directly (a search
+        calls this twice a step: `take_along_axis`'s generality costs more than the sort)."""
+        shape, n = x.shape, x.shape[-1]
+        rows = x.reshape(-1, n)
+        if k < n:
+            index = np.argpartition(rows, n - k, axis=1)[:, n - k :]
         else:
-            part = np.broadcast_to(np.arange(x.shape[-1]), x.shape).copy()
-        values = np.take_along_axis(x, part, axis=-1)
-        order = np.argsort(-values, axis=-1, kind="stable")
-        index = np.take_along_axis(part, order, axis=-1)
-        return np.take_along_axis(values, order, axis=-1), index.astype(np.int64)
+            index = np.broadcast_to(np.arange(n), rows.shape)
+        line = np.arange(rows.shape[0])[:, None]
+        values = rows[line, index]
+        order = np.argsort(-values, axis=1, kind="stable")
+        values, index = values[line, order], index[line, order]
+        out = (*shape[:-1], index.shape[1])
+        return values.reshape(out), index.astype(np.int64, copy=False).reshape(out)
 
     def take(self, x: np.ndarray, index: np.ndarray) -> np.ndarray:
-        return np.take_along_axis(x, index, axis=1)
+        return x[np.arange(x.shape[0])[:, None], index]
 
     def argmax(self, x: np.ndarray) -> np.ndarray:
         return x.argmax(axis=-1)
@@ -85,4 +91,13 @@ class NumpyOps:
         return ids, np.arange(width)[None, :] < lengths[:, None]
 
 
+class LogProbOps(NumpyOps):
+    """For a model whose step gives log-probabilities already (`OnnxModel`: the graph ends
+    in a log-softmax): the search's own log-softmax would only renormalise them."""
+
+    def log_softmax(self, x: np.ndarray) -> np.ndarray:
+        return x.astype(np.float32, copy=False)
+
+
 NUMPY = NumpyOps()
+LOG_PROBS = LogProbOps()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from attnmt.errors import UserError
-from attnmt.runtime.arrays import NUMPY
+from attnmt.runtime.arrays import LOG_PROBS
 
 INFO_FILE = "attnmt.json"
 FORMAT = "onnx"
@@ -96,10 +96,10 @@ def is_export(directory: str | Path) -> bool:
 class OnnxModel:
     """The step interface of `attnmt.models.base.Seq2Seq` over two onnxruntime sessions.
 
-    `step` returns log-probabilities (the graph's softmax is taken already; the search's
-    own log-softmax of them changes nothing but rounding)."""
+    `step` returns log-probabilities (the graph ends in a log-softmax), so the search's
+    operations (numpy's) skip their own."""
 
-    array_ops = NUMPY  # the search's tensor operations: numpy here, torch for our models
+    array_ops = LOG_PROBS  # the search's tensor operations: numpy here, torch for our models
 
     def __init__(self, directory: str | Path, *, threads: int | None = None) -> None:
         import onnxruntime as ort
@@ -120,6 +120,7 @@ class OnnxModel:
             if dim == "src_len"
         }
         self.max_output_tokens = None
+        self.parameter_count: int = info.get("parameters", 0)
         options = session_options(threads)
         graphs = info["graphs"]
         try:

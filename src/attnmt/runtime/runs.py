@@ -7,14 +7,14 @@ run directory, here from an export directory, without torch.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnmt.config import Config, ModelConfig
+from attnmt.config import Config, from_dict
+from attnmt.config.loading import TORCH_FREE_CHECKS
 from attnmt.data.subwords import load_vocab
-from attnmt.errors import UserError
+from attnmt.errors import ConfigError, UserError
 from attnmt.runtime.model import OnnxModel, read_info
 
 
@@ -24,7 +24,7 @@ class ExportRun:
     and attention layout), its vocabulary, and the graphs behind `OnnxModel`."""
 
     run_dir: Path  # the export directory
-    checkpoint: str
+    checkpoint: Path  # the run's checkpoint it was exported from (its name)
     step: int
     cfg: Config
     model: OnnxModel
@@ -37,17 +37,19 @@ def load_export(directory: str | Path, *, threads: int | None = None) -> ExportR
     """The export in `directory` (made by `attnmt export RUN --format onnx`)."""
     directory = Path(directory)
     info = read_info(directory)
-    known = {f.name for f in dataclasses.fields(ModelConfig)}
-    model_cfg = ModelConfig(**{k: v for k, v in info["config"].items() if k in known})
+    try:
+        cfg = from_dict(Config, info["run_config"], checks=TORCH_FREE_CHECKS)
+    except (KeyError, ConfigError) as err:
+        raise UserError(f"the export '{directory}' has no readable run config: {err}") from None
     try:
         vocab = load_vocab(directory / "vocab")
     except (OSError, ValueError) as err:
         raise UserError(f"cannot read the vocabulary of the export '{directory}': {err}") from None
     return ExportRun(
         run_dir=directory,
-        checkpoint=info["checkpoint"],
+        checkpoint=Path(info["checkpoint"]),
         step=info["step"],
-        cfg=Config(model=model_cfg),
+        cfg=cfg,
         model=OnnxModel(directory, threads=threads),
         vocab=vocab,
         info=info,

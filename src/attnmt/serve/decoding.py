@@ -146,7 +146,8 @@ class RunDecoder:
             heads=cfg.model.heads if self.transformer else None,
             source_language=_side(cfg.data, "src", images=self.images is not None),
             target_language=_side(cfg.data, "tgt", images=self.images is not None),
-            parameters=sum(p.numel() for p in loaded.model.parameters()),
+            parameters=getattr(loaded.model, "parameter_count", None)  # an ONNX export's
+            or sum(p.numel() for p in loaded.model.parameters()),
             step=loaded.step,
             checkpoint=loaded.checkpoint.name,
             best_dev=_best_dev(loaded),
