@@ -76,7 +76,7 @@ def test_the_export_decodes_as_the_run_does(tiny_runs, exports, name, beam):
 def test_the_export_describes_itself_and_its_verification(exports):
     info = json.loads((exports["tf"] / "attnmt.json").read_text())
     assert info["format"] == "onnx" and info["model"] == "transformer"
-    assert info["layout"]["state"] == ["self_k", "self_v"]
+    assert info["layout"]["state"] == ["self_k0", "self_v0", "self_k1", "self_v1"]
     assert info["layout"]["attention"] == ["batch", "layer", "head", "src_len"]
     for key, limit in TOLERANCE.items():
         assert 0 <= info["verified"][key] <= limit
@@ -84,8 +84,41 @@ def test_the_export_describes_itself_and_its_verification(exports):
     model = OnnxModel(exports["tf"])
     # Free axes by name: another batch and length run (the example had 3 sentences of 7).
     names = {i.name: i.shape for i in model.decoder.get_inputs()}
-    assert names["state.self_k"][0] == "batch" and names["state.self_k"][3] == "tgt_len"
-    assert names["src_mask"] == ["batch", "src_len"]
+    assert names["state.self_k1"][0] == "state_batch" and names["state.self_k1"][2] == "tgt_len"
+    assert names["src_mask"] == ["batch", "src_len"] and names["rows"] == ["batch"]
+    outputs = {o.name: o.shape for o in model.decoder.get_outputs()}
+    assert outputs["new_state.self_v0"][0] == "batch" and outputs["log_probs"][0] == "batch"
+
+
+def test_the_runtime_topk_graph_is_onnxruntime_topk():
+    """The one-operator graph `attnmt.runtime.arrays` keeps as bytes is what onnx.helper
+    makes of onnxruntime's TopK (so that the runtime needs no onnx package)."""
+    from onnx import TensorProto, helper
+
+    from attnmt.runtime.arrays import TOPK_GRAPH, NumpyOps, OnnxRuntimeOps
+
+    graph = helper.make_graph(
+        [helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=-1, largest=1, sorted=1)],
+        "topk",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "v"]),
+            helper.make_tensor_value_info("k", TensorProto.INT64, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("values", TensorProto.FLOAT, ["n", "k"]),
+            helper.make_tensor_value_info("indices", TensorProto.INT64, ["n", "k"]),
+        ],
+    )
+    made = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10, producer_name="attnmt"
+    )
+    assert made.SerializeToString() == TOPK_GRAPH
+    x = np.random.default_rng(0).standard_normal((6, 5, 4000)).astype(np.float32)
+    expected = torch.from_numpy(x).topk(10, dim=-1)
+    for ops in (NumpyOps(), OnnxRuntimeOps(1)):  # numpy's partial sort, onnxruntime's TopK
+        values, index = ops.topk(x, 10)
+        np.testing.assert_array_equal(values, expected.values.numpy())
+        np.testing.assert_array_equal(index, expected.indices.numpy())
 
 
 # Every Luong score and scope, input feeding on and off, local-m in RNNsearch (its step

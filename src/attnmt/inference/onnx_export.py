@@ -52,6 +52,7 @@ from attnmt.inference.export_dir import replace_dir, vocab_info
 from attnmt.inference.onnx_graphs import (
     BATCH,
     SRC_LEN,
+    STATE_BATCH,
     TGT_LEN,
     EncoderGraph,
     FlatLayout,
@@ -76,7 +77,13 @@ def _dims() -> dict[str, Dim]:
         BATCH: Dim(BATCH, min=1, max=65536),
         SRC_LEN: Dim(SRC_LEN, min=1, max=65536),
         TGT_LEN: Dim(TGT_LEN, min=0, max=65536),
+        STATE_BATCH: Dim(STATE_BATCH, min=1, max=65536),
     }
+
+
+def _state_in(axes: dict[int, str]) -> dict[int, str]:
+    """A state field's axes as the step reads it: its rows are the previous step's."""
+    return {**axes, 0: STATE_BATCH}
 
 
 def _spec(axes: dict[int, str], dims: dict[str, Dim]) -> dict[int, Dim]:
@@ -213,16 +220,17 @@ def _export_graphs(model: torch.nn.Module, layout: FlatLayout, vocab_size: int, 
             out / ENCODER_FILE,
         )
         step = StepGraph(model, layout)
-        prev, step_mask, memory, state = step_inputs(model, layout, src, mask, steps=3)
+        prev, step_mask, rows, memory, state = step_inputs(model, layout, src, mask, steps=3)
         shapes = {
             "prev": {0: dims[BATCH]},
             "src_mask": both,
+            "rows": {0: dims[BATCH]},
             "memory": [_spec(layout.axes[n], dims) for n in layout.memory],
-            "state": [_spec(layout.axes[n], dims) for n in layout.state],
+            "state": [_spec(_state_in(layout.axes[n]), dims) for n in layout.state],
         }
         _export(
             step,
-            (prev, step_mask, memory, state),
+            (prev, step_mask, rows, memory, state),
             shapes,
             step.input_names(),
             step.output_names(),
@@ -230,10 +238,12 @@ def _export_graphs(model: torch.nn.Module, layout: FlatLayout, vocab_size: int, 
         )
     # Name every free axis as the layout does (an output's batch is the inputs' batch).
     names = {"src": {0: BATCH, 1: SRC_LEN}, "src_mask": {0: BATCH, 1: SRC_LEN}, "prev": {0: BATCH}}
-    kinds = (("memory", layout.memory), ("state", layout.state), ("new_state", layout.state))
-    for kind, fields in kinds:
-        for n in fields:
-            names[f"{kind}.{n}"] = layout.axes[n]
+    names["rows"] = {0: BATCH}
+    for n in layout.memory:
+        names[f"memory.{n}"] = layout.axes[n]
+    for n in layout.state:
+        names[f"state.{n}"] = _state_in(layout.axes[n])
+        names[f"new_state.{n}"] = layout.axes[n]
     names["log_probs"] = {0: BATCH}
     if layout.attention:
         names["attention"] = {0: BATCH, len(layout.attention) - 1: SRC_LEN}

@@ -11,7 +11,7 @@ Every tensor is batch first. The fields of each family (`flat_layout`):
     rnnencdec     summary (B, D)                       hidden (B, L, D)
     rnnsearch     annotations (B, S, 2D), keys (B, S, Dp)  hidden (B, L, D)
     luong         annotations (B, S, D), keys?         hidden, cell (B, L, D), feed? (B, D)
-    transformer   cross_k, cross_v (B, L, H, S, Dh)    self_k, self_v (B, L, H, t, Dh)
+    transformer   cross_k0, cross_v0, ... (B, H, S, Dh)  self_k0, self_v0, ... (B, H, t, Dh)
 
 Local-m attention (either RNN family) also carries `step` (B, 1): its window centre is the
 number of target tokens read, a Python int in eager decoding that a graph would freeze at
@@ -35,6 +35,7 @@ from attnmt.models.rnn import RNNMemory, RNNState
 from attnmt.models.transformer import Transformer, TransformerMemory, TransformerState
 
 BATCH, SRC_LEN, TGT_LEN = "batch", "src_len", "tgt_len"
+STATE_BATCH = "state_batch"  # the state's rows before the step picks them (`rows`)
 RNN_MEMORY = ("annotations", "keys", "summary")
 RNN_STATE = ("hidden", "cell", "feed")
 
@@ -83,18 +84,20 @@ def flat_layout(model: nn.Module, family: str, example: tuple[Tensor, Tensor]) -
         state = model.init_state(memory)
     if isinstance(model, Transformer):
         heads, width = model.heads, model.d_model // model.heads
-        layers = len(model.decoder_layers)
+        layers = range(len(model.decoder_layers))
+        # One tensor per layer: a stacked (B, L, ...) cache would be sliced apart and stacked
+        # again in every step (two more copies of the whole cache a step than our decoder).
+        memory = [f"cross_{kv}{i}" for i in layers for kv in "kv"]
+        state = [f"self_{kv}{i}" for i in layers for kv in "kv"]
         return FlatLayout(
             family=family,
-            memory=["cross_k", "cross_v"],
-            state=["self_k", "self_v"],
+            memory=memory,
+            state=state,
             axes={
-                "cross_k": {0: BATCH, 3: SRC_LEN},
-                "cross_v": {0: BATCH, 3: SRC_LEN},
-                "self_k": {0: BATCH, 3: TGT_LEN},
-                "self_v": {0: BATCH, 3: TGT_LEN},
+                **{name: {0: BATCH, 2: SRC_LEN} for name in memory},
+                **{name: {0: BATCH, 2: TGT_LEN} for name in state},
             },
-            zeros={"self_k": [layers, heads, 0, width], "self_v": [layers, heads, 0, width]},
+            zeros={name: [heads, 0, width] for name in state},
             attention=[BATCH, "layer", "head", SRC_LEN],
         )
     mem = [name for name in RNN_MEMORY if getattr(memory, name) is not None]
@@ -133,10 +136,8 @@ class EncoderGraph(nn.Module):
 
     def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
         memory = self.model.encode(src, src_mask)
-        if isinstance(memory, TransformerMemory):
-            keys = torch.stack([k for k, _ in memory.cross_kv], dim=1)  # (B, L, H, S, Dh)
-            values = torch.stack([v for _, v in memory.cross_kv], dim=1)  # (B, L, H, S, Dh)
-            return keys, values
+        if isinstance(memory, TransformerMemory):  # each layer's keys, values: (B, H, S, Dh)
+            return tuple(x for kv in memory.cross_kv for x in kv)
         state = self.model.init_state(memory)
         given = [name for name in self.layout.state if name not in self.layout.zeros]
         return tuple(getattr(memory, n) for n in self.layout.memory) + tuple(
@@ -145,8 +146,11 @@ class EncoderGraph(nn.Module):
 
 
 class StepGraph(nn.Module):
-    """One decoder step: prev (B,), src_mask (B, S), memory fields, state fields ->
-    log_probs (B, V), the new state fields, and the attention row (when the model has one)."""
+    """One decoder step: prev (B,), src_mask (B, S), rows (B,), memory fields, state fields
+    -> log_probs (B, V), the new state fields, and the attention row (when the model has
+    one). The step first takes rows `rows` of every state field (B' rows in, B out): a
+    beam search's reordering, done by onnxruntime's Gather inside the graph rather than
+    by numpy between steps (a Transformer's caches are most of what a step moves)."""
 
     def __init__(self, model: nn.Module, layout: FlatLayout) -> None:
         super().__init__()
@@ -154,32 +158,34 @@ class StepGraph(nn.Module):
 
     def input_names(self) -> list[str]:
         memory = [f"memory.{n}" for n in self.layout.memory]
-        return ["prev", "src_mask", *memory, *(f"state.{n}" for n in self.layout.state)]
+        return ["prev", "src_mask", "rows", *memory, *(f"state.{n}" for n in self.layout.state)]
 
     def output_names(self) -> list[str]:
         names = ["log_probs", *(f"new_state.{n}" for n in self.layout.state)]
         return names + (["attention"] if self.layout.attention else [])
 
     def forward(
-        self, prev: Tensor, src_mask: Tensor, memory: list[Tensor], state: list[Tensor]
+        self,
+        prev: Tensor,
+        src_mask: Tensor,
+        rows: Tensor,
+        memory: list[Tensor],
+        state: list[Tensor],
     ) -> tuple[Tensor, ...]:
+        state = [field.index_select(0, rows) for field in state]
         if self.layout.family == "transformer":
-            cross_k, cross_v = memory
-            self_k, self_v = state
-            layers = cross_k.shape[1]
             mem = TransformerMemory(
-                encoded=cross_k,  # unused by the step
+                encoded=memory[0],  # unused by the step
                 mask=src_mask,
-                cross_kv=[(cross_k[:, i], cross_v[:, i]) for i in range(layers)],
+                cross_kv=list(zip(memory[0::2], memory[1::2], strict=True)),
             )
             st = TransformerState(
-                self_kv=[(self_k[:, i], self_v[:, i]) for i in range(layers)],
-                step=self_k.shape[3],  # the position: how many target tokens were read
+                self_kv=list(zip(state[0::2], state[1::2], strict=True)),
+                step=state[0].shape[2],  # the position: how many target tokens were read
             )
             logits, st, weights = self.model.step(prev, st, mem, need_weights=True)
-            new_k = torch.stack([k for k, _ in st.self_kv], dim=1)  # (B, L, H, t + 1, Dh)
-            new_v = torch.stack([v for _, v in st.self_kv], dim=1)
-            return torch.log_softmax(logits.float(), dim=-1), new_k, new_v, weights
+            caches = [x for kv in st.self_kv for x in kv]  # (B, H, t + 1, Dh) each
+            return (torch.log_softmax(logits.float(), dim=-1), *caches, weights)
         mem = RNNMemory(mask=src_mask, **dict(zip(self.layout.memory, memory, strict=True)))
         fields = dict(zip(self.layout.state, state, strict=True))
         st = RNNState(**{"step": 0, **fields})
@@ -193,7 +199,7 @@ class StepGraph(nn.Module):
 
 def step_inputs(
     model: nn.Module, layout: FlatLayout, src: Tensor, src_mask: Tensor, steps: int = 0
-) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
+) -> tuple[Tensor, Tensor, Tensor, list[Tensor], list[Tensor]]:
     """Example inputs of the step graph after `steps` greedy steps of the eager model
     (the Transformer's caches are empty at 0: export with `steps` >= 2 so that t is free)."""
     with torch.no_grad():
@@ -209,10 +215,7 @@ def step_inputs(
         given = encoder(src, src_mask)
     mem = list(given[: len(layout.memory)])
     if isinstance(state, TransformerState):
-        st = [
-            torch.stack([k for k, _ in state.self_kv], dim=1),
-            torch.stack([v for _, v in state.self_kv], dim=1),
-        ]
+        st = [x for kv in state.self_kv for x in kv]
     else:
         st = [getattr(state, n) for n in layout.state]
-    return prev, src_mask, mem, st
+    return prev, src_mask, torch.arange(src.shape[0]), mem, st

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from attnmt.errors import UserError
-from attnmt.runtime.arrays import LOG_PROBS
+from attnmt.runtime.arrays import OnnxRuntimeOps
 
 INFO_FILE = "attnmt.json"
 FORMAT = "onnx"
@@ -36,13 +36,28 @@ class Fields:
     """Named batch-first arrays (a memory or a state); `select` picks rows of every one.
 
     `initial`: the state fields the encoder gave (read by `init_state`, dropped by
-    `select`: a search selects rows only after the state is made)."""
+    `select`: a search selects rows only after the state is made). `rows`: a state's
+    pending selection, which the next step graph takes itself (`lazy`: a state selects
+    lazily, a memory at once).
+    """
 
     arrays: dict[str, np.ndarray]
     initial: dict[str, np.ndarray] | None = None
+    rows: np.ndarray | None = None
+    lazy: bool = False
 
     def select(self, indices: np.ndarray) -> Fields:
+        indices = np.asarray(indices, dtype=np.int64)
+        if self.lazy:
+            rows = indices if self.rows is None else self.rows[indices]
+            return Fields(self.arrays, rows=rows, lazy=True)
         return Fields({k: v[indices] for k, v in self.arrays.items()})
+
+    def taken(self) -> dict[str, np.ndarray]:
+        """The arrays with the pending selection made (numpy)."""
+        if self.rows is None:
+            return self.arrays
+        return {k: v[self.rows] for k, v in self.arrays.items()}
 
 
 def session_options(threads: int | None = None) -> Any:
@@ -99,11 +114,12 @@ class OnnxModel:
     `step` returns log-probabilities (the graph ends in a log-softmax), so the search's
     operations (numpy's) skip their own."""
 
-    array_ops = LOG_PROBS  # the search's tensor operations: numpy here, torch for our models
-
     def __init__(self, directory: str | Path, *, threads: int | None = None) -> None:
         import onnxruntime as ort
 
+        # The search's tensor operations: numpy's (and onnxruntime's top-k) here, torch's for
+        # our models (attnmt.inference.array_ops).
+        self.array_ops = OnnxRuntimeOps(threads)
         self.directory = Path(directory)
         self.info = info = read_info(directory)
         layout = info["layout"]
@@ -135,6 +151,7 @@ class OnnxModel:
         self.encoder_outputs = [o.name for o in self.encoder.get_outputs()]
         self.step_inputs = [i.name for i in self.decoder.get_inputs()]
         self.step_outputs = [o.name for o in self.decoder.get_outputs()]
+        self.rows_input = "rows" in self.step_inputs  # the step graph selects the state
 
     def encode(self, src: np.ndarray, src_mask: np.ndarray) -> Fields:
         """Shapes: src (B, S) int64, src_mask (B, S) bool -> memory fields, batch first."""
@@ -179,7 +196,7 @@ class OnnxModel:
         arrays = dict(memory.initial or {})
         for name, shape in self.zeros.items():
             arrays[name] = np.zeros((batch, *shape), dtype=np.float32)
-        return Fields({name: arrays[name] for name in self.state_names})
+        return Fields({name: arrays[name] for name in self.state_names}, lazy=self.rows_input)
 
     def step(
         self, prev: np.ndarray, state: Fields, memory: Fields, *, need_weights: bool = False
@@ -188,9 +205,17 @@ class OnnxModel:
         feed = {"prev": prev, "src_mask": memory.arrays["mask"]}
         for name in self.memory_names:
             feed[f"memory.{name}"] = memory.arrays[name]
+        arrays = state.arrays
+        if self.rows_input:
+            feed["rows"] = state.rows if state.rows is not None else np.arange(prev.shape[0])
+        else:
+            arrays = state.taken()
         for name in self.state_names:
-            feed[f"state.{name}"] = state.arrays[name]
+            feed[f"state.{name}"] = arrays[name]
         outputs = dict(zip(self.step_outputs, self.decoder.run(None, feed), strict=True))
-        new_state = Fields({name: outputs[f"new_state.{name}"] for name in self.state_names})
+        new_state = Fields(
+            {name: outputs[f"new_state.{name}"] for name in self.state_names},
+            lazy=self.rows_input,
+        )
         weights = outputs.get("attention") if need_weights else None
         return outputs["log_probs"], new_state, weights
