@@ -314,3 +314,34 @@ def test_the_server_serves_an_export_as_the_run(tiny_runs, exports):
         models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
         assert models["onnx"]["explain_methods"] == []
         assert models["onnx"]["parameters"] == models["run"]["parameters"]
+
+
+def test_the_python_api_loads_an_export(tiny_runs, exports):
+    """`attnmt.load(EXPORT_DIR)` (the notebooks' face): translate, score and align as the
+    run does; an explanation is refused in one sentence."""
+    import attnmt
+
+    run, export = attnmt.load(tiny_runs["rnn"]), attnmt.load(exports["rnn"])
+    a = run.translate(LINES[0], beam=3, alternatives=2)
+    b = export.translate(LINES[0], beam=3, alternatives=2)
+    assert b.text == a.text and b.links == a.links
+    assert b.score == pytest.approx(a.score, abs=1e-4)
+    assert [x["translation"] for x in b.alternatives] == [x["translation"] for x in a.alternatives]
+    assert export.score(LINES[3], LINES[0]).log_prob == pytest.approx(
+        run.score(LINES[3], LINES[0]).log_prob, abs=1e-4
+    )
+    with pytest.raises(UserError, match="ONNX export"):
+        export.translate(LINES[0], explain="occlusion")
+    with pytest.raises(UserError, match="--quantize int8"):
+        attnmt.load(exports["rnn"], quantize="int8")
+
+
+def test_graphs_that_do_not_reproduce_the_model_are_not_written(tiny_runs, tmp_path, monkeypatch):
+    """The verification's refusal: one sentence with the differences, nothing left behind."""
+    from attnmt.inference import onnx_export
+
+    monkeypatch.setattr(onnx_export, "export_graphs", lambda *args: None)
+    monkeypatch.setattr(onnx_export, "verify", lambda *a: {"log_probs": 0.5, "attention": 0.0})
+    with pytest.raises(UserError, match=r"do not reproduce the model: they differ in log_probs"):
+        export_onnx(load_run(tiny_runs["rnn"]), tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []

@@ -307,13 +307,26 @@ def load(
 ) -> Model:
     """A trained run as a `Model`: a run directory (its best checkpoint, else its latest),
     one checkpoint directory (`RUN/checkpoints/step-N`, or one `attnmt average` wrote), or
-    a list of runs decoded as an ensemble (`ensemble_mode`: log-linear or linear).
+    a list of runs decoded as an ensemble (`ensemble_mode`: log-linear or linear), or an
+    ONNX export (`attnmt export RUN --format onnx`: decoded by onnxruntime, no torch needed;
+    explanations need the run).
     `device` is "auto" (a GPU where there is one), "cpu", "cuda", ...; `quantize="int8"`
     decodes with PyTorch's dynamic int8 on the CPU."""
 
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if not paths:
         raise UserError("load() needs a run directory (or a list of them)")
+    from attnmt.runtime.model import is_export
+
+    if len(paths) == 1 and is_export(paths[0]):  # onnxruntime decodes it, on the CPU
+        from attnmt.runtime.runs import load_export
+
+        if quantize or device not in ("auto", "cpu"):
+            raise UserError(
+                "an ONNX export runs on the CPU as it was exported; for int8 export it with "
+                "`attnmt export RUN --format onnx --quantize int8`"
+            )
+        return Model(load_export(paths[0]), name)
     if quantize and device == "auto":
         device = "cpu"  # int8 runs on the CPU kernels
     loaded = load_ensemble(
