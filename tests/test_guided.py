@@ -115,7 +115,7 @@ TINY = [
 
 def _attention_on_the_reversal(run_dir, examples) -> float:
     """Mean attention the trained model pays to the reversed source position."""
-    from attnmt.inference.attention_maps import forced_weights
+    from attnmt.inference.scoring import forced_weights
     from attnmt.inference.runs import load_run
 
     loaded = load_run(run_dir, device=torch.device("cpu"))

@@ -40,6 +40,24 @@ LAZY_IMPORTS = {
     ("attnmt", "attnmt.api"),
     # The notebook widget bar, only inside a Jupyter kernel with ipywidgets installed.
     ("attnmt.progress", "tqdm.notebook"),
+    # An ONNX export decodes without torch (attnmt.runtime; runtime-requirements.txt):
+    # the command line loads torch (devices, ensembles, int8), CTranslate2, the ONNX
+    # exporter and matplotlib (--plot) only for what needs them; the searches take torch's
+    # operations only for a torch model; onnxruntime loads when a session is made (a run's
+    # user need not have it: `is_export` reads a JSON file).
+    ("attnmt.cli.export", "attnmt.inference"),
+    ("attnmt.cli.export", "attnmt.inference.export"),
+    ("attnmt.cli.export", "attnmt.inference.onnx_export"),
+    ("attnmt.cli.options", "attnmt.devices"),
+    ("attnmt.cli.options", "attnmt.inference.ensemble"),
+    ("attnmt.cli.options", "attnmt.inference.quantize"),
+    ("attnmt.cli.options", "attnmt.runtime.model"),
+    ("attnmt.cli.options", "attnmt.runtime.runs"),
+    ("attnmt.cli.translate", "attnmt.inference.attention_maps"),
+    ("attnmt.inference.array_ops", "attnmt.inference.torch_ops"),
+    ("attnmt.runtime.arrays", "onnxruntime"),
+    ("attnmt.runtime.model", "onnxruntime"),
+    ("attnmt.runtime.sessions", "onnxruntime"),
 }
 
 

@@ -19,6 +19,8 @@ from attnmt.inference.ensemble import load_ensemble
 from attnmt.inference.quantize import quantize_model
 from attnmt.inference.scoring import score_pairs
 from attnmt.inference.translator import source_limit
+from attnmt.runtime.model import is_export
+from attnmt.runtime.runs import load_export
 from attnmt.views.records import sentence_record
 from attnmt.views.results import Comparison, Translated, Translations
 
@@ -316,11 +318,7 @@ def load(
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if not paths:
         raise UserError("load() needs a run directory (or a list of them)")
-    from attnmt.runtime.model import is_export
-
     if len(paths) == 1 and is_export(paths[0]):  # onnxruntime decodes it, on the CPU
-        from attnmt.runtime.runs import load_export
-
         if quantize or device not in ("auto", "cpu"):
             raise UserError(
                 "an ONNX export runs on the CPU as it was exported; for int8 export it with "

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from attnmt.cancel import checkpoint
-from attnmt.data.vocab import BOS
+from attnmt.data.vocab import BOS, EOS
 from attnmt.inference.array_ops import ArrayOps, array_ops, without_grad
 
 if TYPE_CHECKING:  # torch tensors or numpy arrays (an export decoded by attnmt.runtime)
@@ -168,8 +168,6 @@ def score_by_steps(
     Shapes:
         pairs: (source ids, target ids) without BOS/EOS -> `Scored` as `score_pairs`'s
     """
-    from attnmt.data.vocab import EOS
-
     ops = array_ops(model, None)
     out = []
     for source, target in pairs:

@@ -39,14 +39,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
+import onnxscript
 import torch
+from onnxruntime.quantization import QuantType, quantize_dynamic
+from safetensors.torch import load_file, save_file
 from torch.export import Dim
 
 from attnmt import __version__
-from attnmt.config import to_dict
+from attnmt.config import ModelConfig, to_dict
 from attnmt.config.checks import IMAGE_MODELS
 from attnmt.data.batching import pad
-from attnmt.data.vocab import BOS
+from attnmt.data.vocab import BOS, EOS
 from attnmt.errors import UserError
 from attnmt.inference.export_dir import replace_dir, vocab_info
 from attnmt.inference.onnx_graphs import (
@@ -61,6 +65,8 @@ from attnmt.inference.onnx_graphs import (
     step_inputs,
 )
 from attnmt.inference.runs import LoadedRun
+from attnmt.models import build_model
+from attnmt.runtime.model import OnnxModel
 
 QUANTIZE = ("int8",)
 OPSET = 20
@@ -93,7 +99,7 @@ def _spec(axes: dict[int, str], dims: dict[str, Dim]) -> dict[int, Dim]:
 def _example(size: int, lengths: list[int], seed: int) -> tuple[torch.Tensor, ...]:
     """A padded batch of source ids below `size` (real ids, not specials), EOS at each end."""
     generator = np.random.default_rng(seed)
-    rows = [[int(i) for i in generator.integers(4, size, n - 1)] + [3] for n in lengths]
+    rows = [[*(int(i) for i in generator.integers(4, size, n - 1)), EOS] for n in lengths]
     return pad(rows)
 
 
@@ -115,8 +121,6 @@ def _quiet() -> Iterator[None]:
 
 
 def _export(module, args, dynamic_shapes, input_names, output_names, path: Path) -> None:
-    import onnx
-
     with _quiet():
         program = torch.onnx.export(
             module,
@@ -166,8 +170,6 @@ def export_graphs(model: torch.nn.Module, cfg: Any, vocab_sizes: tuple[int, int]
     export only; a second export of a GRU encoder in the same process (even of the same
     model, even after `torch._dynamo.reset()`) fixes the source length at the example's,
     and its graph refuses every other length (torch 2.13)."""
-    from safetensors.torch import save_file
-
     job = {"config": dataclasses.asdict(cfg), "vocab_sizes": list(vocab_sizes), "out": str(out)}
     (out / "job.json").write_text(json.dumps(job), encoding="utf-8")
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}  # tied: copies
@@ -189,11 +191,6 @@ def export_graphs(model: torch.nn.Module, cfg: Any, vocab_sizes: tuple[int, int]
 
 def _export_job(job_file: str) -> None:
     """The exporting process: the model rebuilt from the job's config and weights."""
-    from safetensors.torch import load_file
-
-    from attnmt.config import ModelConfig
-    from attnmt.models import build_model
-
     job = json.loads(Path(job_file).read_text(encoding="utf-8"))
     cfg = ModelConfig(**job["config"])
     model = build_model(cfg, *job["vocab_sizes"]).eval()
@@ -203,8 +200,6 @@ def _export_job(job_file: str) -> None:
 
 
 def _export_graphs(model: torch.nn.Module, layout: FlatLayout, vocab_size: int, out: str):
-    import onnx
-
     out = Path(out)
     dims = _dims()
     src, mask = _example(vocab_size, [7, 4, 6], seed=1)
@@ -258,8 +253,6 @@ def verify(model: torch.nn.Module, directory: Path, loaded: LoadedRun) -> dict:
     """Run the written graphs (attnmt.runtime) beside the eager model at another batch and
     other lengths: the encoder, then `VERIFY_STEPS` steps along the eager model's greedy
     output. Returns the largest differences of log-probabilities and attention."""
-    from attnmt.runtime.model import OnnxModel
-
     onnx_model = OnnxModel(directory, threads=1)
     src, mask = _example(loaded.vocab.src_vocab_size, [9, 2, 12, 5, 12], seed=2)
     worst = {"log_probs": 0.0, "attention": 0.0}
@@ -288,8 +281,6 @@ def verify(model: torch.nn.Module, directory: Path, loaded: LoadedRun) -> dict:
 def quantize_int8(directory: Path) -> None:
     """onnxruntime's dynamic quantisation of both graphs' matrix products (weights int8,
     activations quantised on the fly), in place."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
     for file in (ENCODER_FILE, STEP_FILE):
         path = directory / file
         tmp = path.with_suffix(".int8.onnx")
@@ -362,9 +353,6 @@ def export_info(
     loaded: LoadedRun, layout: FlatLayout, quantize: str | None, seconds: float
 ) -> dict:
     """What `attnmt.runtime` needs beside the graphs, and where they came from."""
-    import onnx
-    import onnxscript
-
     return {
         "format": "onnx",
         "attnmt_version": __version__,

@@ -8,6 +8,7 @@ import contextlib
 import numpy as np
 
 from attnmt.data.vocab import PAD
+from attnmt.runtime.sessions import session_options
 
 
 class NumpyOps:
@@ -133,8 +134,6 @@ class OnnxRuntimeOps(LogProbOps):
             return super().topk(x, k)
         if self._session is None:
             import onnxruntime as ort
-
-            from attnmt.runtime.model import session_options
 
             self._session = ort.InferenceSession(
                 TOPK_GRAPH, session_options(self.threads), providers=["CPUExecutionProvider"]
