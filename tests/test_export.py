@@ -229,9 +229,7 @@ def test_an_existing_out_is_kept_unless_force(runs, tmp_path, capsys):
 def test_a_model_that_is_not_a_transformer_is_refused(runs, tmp_path, capsys):
     code, _, err = attnmt(capsys, "export", runs["rnn"], "--out", tmp_path / "x")
     assert code == 2
-    assert (
-        "only Transformer runs" in err and "rnnsearch" in err and "--format onnx" in err
-    )
+    assert "only Transformer runs" in err and "rnnsearch" in err and "--format onnx" in err
     assert "Traceback" not in err and not (tmp_path / "x").exists()
 
 
