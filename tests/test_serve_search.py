@@ -332,3 +332,17 @@ def test_search_json_keeps_an_earlier_file_when_translating_fails(tiny_runs, tmp
     assert "same file" in capsys.readouterr().err
     assert searches.read_text(encoding="utf-8") == "earlier\n"
     assert not list(tmp_path.glob(".*partial"))
+
+
+def test_whole_numbers_written_as_floats_are_taken_for_alternatives_and_prefix_ids():
+    """JSON Schema's integer takes 6.0 (the schema fuzzer sent it): the request takes it
+    as 6, as it does for the beam; 6.5 and 0 stay refused."""
+    from pydantic import ValidationError
+
+    from attnmt.serve.schemas import TranslateRequest
+
+    request = TranslateRequest.model_validate({"text": "a", "alternatives": 6.0, "prefix": [5.0]})
+    assert request.alternatives == 6 and request.prefix == [5]
+    for bad in (6.5, 0):
+        with pytest.raises(ValidationError):
+            TranslateRequest.model_validate({"text": "a", "alternatives": bad})

@@ -40,6 +40,7 @@ MAX_IG_STEPS = 256
 # ignores, instead of "minimum"/"maximum".
 Whole = Annotated[int, BeforeValidator(whole)]
 Beam = Annotated[int, Field(ge=1, le=MAX_BEAM), BeforeValidator(whole)]
+Alternatives = Annotated[int, Field(ge=1, le=MAX_ALTERNATIVES), BeforeValidator(whole)]
 Level = Annotated[int, Field(ge=0, le=MAX_LEVEL), BeforeValidator(whole)]
 # An image is a non-empty list of non-empty rows (published as minItems; that the rows are
 # equally long, which JSON Schema cannot say, `image_problem` checks).
@@ -85,16 +86,14 @@ class _Decoding(_Strict):
         description="the whole search of each line: every candidate of every step with its "
         "parent, scores, fate, rejected next subwords and attention row (docs/decoding.md)",
     )
-    prefix: str | list[int] | None = Field(
+    prefix: str | list[Whole] | None = Field(
         None,
         description="every translation begins with this (text, split into subwords as the "
         "tokenizer splits a sentence, or target subword ids); the rest is searched",
         examples=["Au commencement"],
     )
-    alternatives: int | None = Field(
+    alternatives: Alternatives | None = Field(
         None,
-        ge=1,
-        le=MAX_ALTERNATIVES,
         description="the N most likely next subwords after the prefix (at the start without "
         "one), each completed by the search and scored whole",
     )
