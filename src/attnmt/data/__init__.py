@@ -18,8 +18,9 @@ database through `attnmt.data.bible` without paying for torch and sentencepiece.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from attnmt.lazy import lazy_names
 
 # name -> the module of attnmt.data that defines it
 _EXPORTS = {
@@ -77,13 +78,4 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from attnmt.data.vocab import BOS, EOS, PAD, UNK
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'attnmt.data' has no attribute '{name}'")
-    value = getattr(importlib.import_module(f"attnmt.data.{_EXPORTS[name]}"), name)
-    globals()[name] = value  # once loaded, an ordinary attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

@@ -14,8 +14,9 @@ links, deletion/insertion curves, ERASER's comprehensiveness and sufficiency and
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from attnmt.lazy import lazy_names
 
 # name -> the module of attnmt.explain that defines it (loaded on first use: the names
 # alone need no torch)
@@ -36,13 +37,4 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from attnmt.explain.names import METHODS, scale_of
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'attnmt.explain' has no attribute '{name}'")
-    value = getattr(importlib.import_module(f"attnmt.explain.{_EXPORTS[name]}"), name)
-    globals()[name] = value  # once loaded, an ordinary attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

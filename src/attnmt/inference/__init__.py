@@ -16,8 +16,9 @@ import no torch, so `attnmt.runtime` decodes an ONNX export with them, without t
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from attnmt.lazy import lazy_names
 
 # name -> the module of attnmt.inference that defines it
 _EXPORTS = {
@@ -124,13 +125,4 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from attnmt.inference.translator import MAX_SOURCE_TOKENS, Sentence, Translator, source_limit
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'attnmt.inference' has no attribute '{name}'")
-    value = getattr(importlib.import_module(f"attnmt.inference.{_EXPORTS[name]}"), name)
-    globals()[name] = value  # once loaded, an ordinary attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

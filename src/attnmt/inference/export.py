@@ -29,8 +29,6 @@ added by CTranslate2 itself (`add_source_eos`). Beside the model go our vocabula
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -39,12 +37,11 @@ from ctranslate2.converters import Converter
 from ctranslate2.specs import TransformerSpec, common_spec
 from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 
-from attnmt import __version__
 from attnmt.data.images import CanvasVocab
 from attnmt.data.synthetic import SymbolVocab
 from attnmt.data.vocab import BOS, EOS, PAD, UNK
 from attnmt.errors import UserError
-from attnmt.inference.export_dir import replace_dir, vocab_info
+from attnmt.inference.export_dir import building, provenance, vocab_info
 from attnmt.inference.runs import LoadedRun
 from attnmt.models.transformer import Transformer, sinusoidal_positions
 
@@ -176,13 +173,7 @@ def export_info(loaded: LoadedRun, quantization: str, max_positions: int) -> dic
     vocab = vocab_info(loaded)
     vocab["source_eos"] = "added by CTranslate2 (config.json add_source_eos)"
     return {
-        "format": "ctranslate2",
-        "attnmt_version": __version__,
-        "run": loaded.run_dir.name,
-        "run_dir": str(loaded.run_dir),
-        "checkpoint": loaded.checkpoint.name,
-        "step": loaded.step,
-        "model": loaded.cfg.model.name,
+        **provenance(loaded, "ctranslate2"),
         "quantization": quantization,
         "max_positions": max_positions,
         "vocab": vocab,
@@ -210,22 +201,12 @@ def export_ctranslate2(
             f"unknown quantization '{quantization}'; choose one of {', '.join(QUANTIZATIONS)}"
         )
     converter = RunConverter(loaded, max_positions=max_positions)
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"'{out}' is a file; --out names a directory to create")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise UserError(f"'{out}' already exists and is not empty; use --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
+    with building(out, force=force) as tmp:
         converter.convert(str(tmp), quantization=quantization, force=True)
         loaded.vocab.save(tmp / "vocab")
         info = export_info(loaded, quantization, max_positions)
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        replace_dir(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return Path(out)
 
 
 def default_out(loaded: LoadedRun, quantization: str) -> Path:

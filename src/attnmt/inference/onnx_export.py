@@ -28,10 +28,8 @@ import contextlib
 import dataclasses
 import json
 import logging
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -46,13 +44,12 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from safetensors.torch import load_file, save_file
 from torch.export import Dim
 
-from attnmt import __version__
 from attnmt.config import ModelConfig, to_dict
 from attnmt.config.checks import IMAGE_MODELS
 from attnmt.data.batching import pad
 from attnmt.data.vocab import BOS, EOS
 from attnmt.errors import UserError
-from attnmt.inference.export_dir import replace_dir, vocab_info
+from attnmt.inference.export_dir import building, provenance, vocab_info
 from attnmt.inference.onnx_graphs import (
     BATCH,
     SRC_LEN,
@@ -66,7 +63,7 @@ from attnmt.inference.onnx_graphs import (
 )
 from attnmt.inference.runs import LoadedRun
 from attnmt.models import build_model
-from attnmt.runtime.model import OnnxModel
+from attnmt.runtime.model import INFO_FILE, OnnxModel
 
 QUANTIZE = ("int8",)
 OPSET = 20
@@ -307,17 +304,10 @@ def export_onnx(
         )
     if quantize is not None and quantize not in QUANTIZE:
         raise UserError(f"unknown quantization '{quantize}'; choose one of {', '.join(QUANTIZE)}")
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"'{out}' is a file; --out names a directory to create")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise UserError(f"'{out}' already exists and is not empty; use --force to replace it")
-    model = loaded.model.float().eval().cpu()
-    vocab_size = loaded.vocab.src_vocab_size
-    layout = flat_layout(model, name, _example(vocab_size, [7, 4, 6], seed=1))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
+    with building(out, force=force) as tmp:
+        model = loaded.model.float().eval().cpu()
+        vocab_size = loaded.vocab.src_vocab_size
+        layout = flat_layout(model, name, _example(vocab_size, [7, 4, 6], seed=1))
         began = time.perf_counter()
         sizes = (vocab_size, loaded.vocab.tgt_vocab_size)
         export_graphs(model, loaded.cfg.model, sizes, tmp)
@@ -338,15 +328,12 @@ def export_onnx(
             info["int8_differences"] = verify(model, tmp, loaded)
         info["files"] = {f: (tmp / f).stat().st_size for f in (ENCODER_FILE, STEP_FILE)}
         _write_info(tmp, info)
-        replace_dir(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return Path(out)
 
 
 def _write_info(directory: Path, info: dict) -> None:
     text = json.dumps(info, indent=2) + "\n"
-    (directory / "attnmt.json").write_text(text, encoding="utf-8")
+    (directory / INFO_FILE).write_text(text, encoding="utf-8")
 
 
 def export_info(
@@ -354,13 +341,7 @@ def export_info(
 ) -> dict:
     """What `attnmt.runtime` needs beside the graphs, and where they came from."""
     return {
-        "format": "onnx",
-        "attnmt_version": __version__,
-        "run": loaded.run_dir.name,
-        "run_dir": str(loaded.run_dir),
-        "checkpoint": loaded.checkpoint.name,
-        "step": loaded.step,
-        "model": loaded.cfg.model.name,
+        **provenance(loaded, "onnx"),
         "run_config": to_dict(loaded.cfg),  # the run's config.yaml: languages, limits...
         "parameters": sum(p.numel() for p in loaded.model.parameters()),
         "quantization": quantize or "float32",
@@ -385,7 +366,7 @@ def default_out(loaded: LoadedRun, quantize: str | None) -> Path:
 
 def read_written(directory: str | Path) -> dict:
     """The `attnmt.json` an export wrote."""
-    return json.loads((Path(directory) / "attnmt.json").read_text(encoding="utf-8"))
+    return json.loads((Path(directory) / INFO_FILE).read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":  # the exporting process of `export_graphs`
