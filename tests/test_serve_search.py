@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from attnmt.cli import main
 from attnmt.data.vocab import EOS
 from attnmt.inference import load_run
 from attnmt.serve import RunDecoder, Settings, create_app
+from attnmt.serve.stream import StreamSink
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import serve_cancel  # benchmarks/serve_cancel.py: a live server in a thread
@@ -186,6 +188,45 @@ def test_the_stream_adds_up_to_the_answer(client, model, beam):
     depths = [step["depth"] for _, step in got[1:-1]]
     assert depths == list(range(depths[0], depths[0] + len(depths)))
     assert [n["status"] for n in got[1][1]["nodes"]][:2] == ["root", "forced"]
+
+
+def test_the_stream_starts_with_start_whatever_the_decoding_thread_does(tiny_runs, monkeypatch):
+    """The interleaving a busy machine produces, forced: the answer's coroutine is held
+    right after it opens the job until the decoding thread has put its first step. The
+    events still come as start, the steps in order, then exactly one done."""
+    settings = Settings()
+    decoder = RunDecoder("rnn", load_run(tiny_runs["rnn"]), settings)
+    app = create_app({"rnn": decoder}, settings)
+    stepped = threading.Event()
+    put = StreamSink.put
+
+    def put_and_tell(self, kind, data):
+        put(self, kind, data)
+        if kind == "step":
+            stepped.set()
+
+    monkeypatch.setattr(StreamSink, "put", put_and_tell)
+    worker = app.state.workers["rnn"]
+    opened = worker.open
+
+    def open_then_wait_for_a_step(*args, **kwargs):
+        job = opened(*args, **kwargs)
+        # Blocks the event loop; the thread needs none of it to decode and put its steps.
+        assert stepped.wait(60), "the decoding thread never put a step"
+        return job
+
+    worker.open = open_then_wait_for_a_step
+    with TestClient(app) as client:
+        body = {"text": LINE, "beam": 2}
+        with client.stream("POST", "/api/translate/stream", json=body) as answer:
+            assert answer.status_code == 200
+            got = events(answer.iter_lines())
+    kinds = [k for k, _ in got]
+    assert kinds[0] == "start", kinds[:3]
+    assert kinds[-1] == "done" and kinds.count("done") == 1 and "error" not in kinds
+    assert set(kinds[1:-1]) == {"step"}
+    depths = [step["depth"] for _, step in got[1:-1]]
+    assert depths == sorted(depths)
 
 
 def test_stream_refusals_come_before_the_stream(client):

@@ -331,7 +331,8 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         (closing the connection, `AbortController.abort()` in a page) stops the decoding."""
         name, lines, options = translate_checks(body)
         decoder, worker = decoders[name], workers[name]
-        sink = StreamSink(asyncio.get_running_loop())
+        start = {"model": name, "beam": options.beam, **decoder.source_of(lines[0])}
+        sink = StreamSink(asyncio.get_running_loop(), start)
         options = dataclasses.replace(options, search=True, sink=sink)
         if problem := decoder.over_budget(lines, options):
             raise HTTPException(413, problem)
@@ -339,7 +340,6 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             job = worker.open(lines, options, timeout=settings.timeout)
         except QueueFullError:
             raise queue_full(name) from None
-        sink.put("start", {"model": name, "beam": options.beam, **decoder.source_of(lines[0])})
         return EventStream(
             sink.events(
                 worker,

@@ -1,9 +1,13 @@
 """A translation streamed as it is decoded: Server-Sent Events over a POST.
 
-`POST /api/translate/stream` opens a job (`ModelWorker.open`) whose options carry a
-`StreamSink`. The decoding thread puts one event per search step into the sink (the new
-nodes of the recorded search, `attnmt.serve.decoding.step_event`); the answer's coroutine
-(`StreamSink.events`) sends them in order, then the final answer. The events, in order:
+`POST /api/translate/stream` makes a `StreamSink` holding the `start` event, then opens a
+job (`ModelWorker.open`) whose options carry the sink. The decoding thread is the only
+producer of the sink's queue: one `step` per search step (the new nodes of the recorded
+search, `step_event`), then the job's future settles, which puts the end marker. The
+answer's coroutine (`StreamSink.events`) sends `start` itself before it reads the queue, so
+the order is a guarantee, not a timing: `start`, the steps in the order the thread made
+them, then exactly one `done` or `error`, however the thread and the event loop interleave.
+The events, in order:
 
     event: start   data: {"model", "beam", "source", "source_pieces", "truncated"}
     event: step    data: {"depth", "nodes": [...]}        one per decoding step
@@ -41,14 +45,17 @@ def event(kind: str, data: Any) -> str:
 
 
 class StreamSink:
-    """Events from the decoding thread to the coroutine that sends them."""
+    """Events from the decoding thread to the coroutine that sends them; `start`, the first
+    event, is held by the sink and sent before anything the thread puts."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, start: dict[str, Any]) -> None:
         self.loop = loop
+        self.start = start
         self.queue: asyncio.Queue = asyncio.Queue()
 
     def put(self, kind: str, data: Any) -> None:
-        """Queue an event (from any thread; in order of the calls)."""
+        """Queue an event from the decoding thread (in order of its calls: each is one
+        `call_soon_threadsafe`, which the loop runs first in, first out)."""
         with contextlib.suppress(RuntimeError):  # a closed loop: the server is stopping
             self.loop.call_soon_threadsafe(self.queue.put_nowait, (kind, data))
 
@@ -66,6 +73,7 @@ class StreamSink:
         job.future.add_done_callback(lambda _: self.queue.put_nowait((_END, None)))
         checked = time.monotonic()
         try:
+            yield event("start", self.start)
             while True:
                 now = time.monotonic()
                 left = job.deadline - now
