@@ -49,7 +49,42 @@ def test_shipped_rnnsearch_takes_the_fused_loop():
     for override in ("scope=local-m", "mode=hard", "layers=2", "attention=concat"):
         assert not _model([override])._fusable(), override
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not _model()._fusable()  # autocast's casts are the module path's
+        assert _model()._fusable()  # the loop runs in fp32 under autocast
+
+
+def test_under_bf16_autocast_the_loop_runs_in_fp32_and_keeps_what_fp32_keeps():
+    """bf16 training: the loop's outputs and gradients are the fp32 loop's on the same
+    (bf16-rounded) inputs, and autograd keeps no more for the step than in fp32 (the
+    module path kept each step's activations in bf16 beside the fp32 states)."""
+    model = _model(dtype=torch.float32)
+    model.train()
+    src, mask, tgt = _batch()
+
+    def saved_bytes(autocast: bool, fused: bool) -> tuple[int, dict]:
+        model.zero_grad()
+        model._fusable = (lambda: True) if fused else (lambda: False)
+        seen: dict[int, int] = {}
+
+        def pack(t):
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        torch.manual_seed(2)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                out = model(src, mask, tgt, need_weights=True)
+            loss = out.logits.float().square().mean()
+        loss.backward()
+        if fused:
+            assert out.weights.dtype == torch.float32  # the loop's weights, in fp32
+        grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+        return sum(seen.values()), grads
+
+    fused_bf16, grads = saved_bytes(True, True)
+    module_bf16, _ = saved_bytes(True, False)
+    fused_fp32, _ = saved_bytes(False, True)
+    assert all(g.isfinite().all() and g.abs().sum() > 0 for g in grads.values())
+    assert fused_bf16 < module_bf16 and fused_bf16 <= fused_fp32
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.3])

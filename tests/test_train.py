@@ -622,9 +622,15 @@ def test_a_bf16_step_runs_under_autocast_and_moves_the_weights(cache, tmp_path, 
     (event,) = [e for e in curve(run_dir) if e["type"] == "train"]
     assert event["step"] == 1 and 0 < event["loss"] < float("inf")
     after = load_checkpoint(run_dir).model
+    # At initialisation the attention's query matrix gets a gradient of ~1e-24 on this tiny
+    # model (v_a ~ 1e-2, the scores all but equal), far below Adam's eps = 1e-8, so one
+    # step cannot move it: RNNsearch's decoder loop runs in fp32 under autocast, as in fp32
+    # training (the module path moved it only by bf16 rounding noise).
+    still = {"attention.score.W_a.weight"}
     for name, before in seen["before"].items():
         assert torch.isfinite(after[name]).all(), name
-        assert not torch.equal(after[name], before), f"{name} did not change"
+        if name not in still:
+            assert not torch.equal(after[name], before), f"{name} did not change"
 
 
 @pytest.fixture(scope="module")

@@ -176,12 +176,10 @@ class RNNSearch(AttentionalRNN):
     def _fusable(self) -> bool:
         """Whether `_decode_fused` computes this model's decoder: Bahdanau's own attention
         (additive, global, soft, no gate) and one GRU layer (the shipped configuration),
-        in the parameters' precision (not under autocast, whose casts it does not make)."""
+        under autocast too (the loop then runs in fp32, see `_decode_fused`)."""
         att = self.attention
-        device = self.generator.weight.device.type
         return (
-            not torch.is_autocast_enabled(device)
-            and isinstance(att.score, AdditiveScore)
+            isinstance(att.score, AdditiveScore)
             and att.scope == "global"
             and att.mode == "soft"
             and self.gate is None
@@ -203,24 +201,33 @@ class RNNSearch(AttentionalRNN):
         226 -> 152 ms on a real 2,048-token batch; tests/test_fused.py checks outputs,
         weights and every gradient against the module path in float64).
 
+        Under autocast (bf16 training) the loop runs in the parameters' precision, its
+        inputs cast up once: its per-step work is small products and element-wise gates,
+        which bf16 does not speed up, and its backward by hand makes no autocast casts.
+        The module path it replaced there kept every step's activations twice (bf16
+        products beside fp32 states) and a graph of ~60 operations per step; with the
+        loop, bf16 training keeps what fp32 keeps (benchmarks/train_memory.py).
+
         Shapes:
             embedded (B, T, E) -> s (B, T, D), c (B, T, 2D), weights (B, T, S) | None
         """
         E, score, rnn = embedded.shape[-1], self.attention.score, self.rnn
-        w_s = torch.cat([rnn.weight_hh_l0, score.W_a.weight])  # [U; W_a]: (3D + Dh, D)
-        b_s = torch.cat([rnn.bias_hh_l0, rnn.bias_hh_l0.new_zeros(score.hidden_dim)])
-        x = F.linear(embedded, rnn.weight_ih_l0[:, :E], rnn.bias_ih_l0)  # (B, T, 3D)
-        outputs, contexts, weights = bahdanau_loop(
-            x,
-            state.hidden[:, 0],
-            memory.keys,
-            memory.annotations,
-            memory.mask,
-            w_s,
-            b_s,
-            rnn.weight_ih_l0[:, E:],  # the context's share of the input gates: (3D, 2D)
-            score.v_a.weight[0],
-        )
+        dtype = rnn.weight_hh_l0.dtype
+        with torch.autocast(embedded.device.type, enabled=False):
+            w_s = torch.cat([rnn.weight_hh_l0, score.W_a.weight])  # [U; W_a]: (3D + Dh, D)
+            b_s = torch.cat([rnn.bias_hh_l0, rnn.bias_hh_l0.new_zeros(score.hidden_dim)])
+            x = F.linear(embedded.to(dtype), rnn.weight_ih_l0[:, :E], rnn.bias_ih_l0)
+            outputs, contexts, weights = bahdanau_loop(
+                x,  # W E y_{i-1} + b: (B, T, 3D)
+                state.hidden[:, 0].to(dtype),
+                memory.keys.to(dtype),
+                memory.annotations.to(dtype),
+                memory.mask,
+                w_s,
+                b_s,
+                rnn.weight_ih_l0[:, E:],  # the context's share of the input gates: (3D, 2D)
+                score.v_a.weight[0],
+            )
         return outputs, contexts, weights if need_weights else None
 
     def step(
