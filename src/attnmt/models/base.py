@@ -43,6 +43,11 @@ class ModelOutput:
             baseline b_n of the reward before each action (Mnih et al. 2014 §3); then
             `attn_log_prob` holds the N actions' log-probabilities (B, N), every one of
             which counts. Else `None`.
+        features, output_layer: with `forward(..., logits=False)`, the output layer's
+            input and the layer itself (an `nn.Linear`) in place of `logits`, which is then
+            `None`: the loss applies the layer chunk by chunk without ever making the
+            (B, T, V) logits (`attnmt.training.vocab_loss`). A model whose logits come
+            from no single linear layer returns its logits as usual.
 
     Shapes:
         logits: (B, T, V)
@@ -52,11 +57,21 @@ class ModelOutput:
         reward_baseline: (B, N), with attn_log_prob (B, N)
     """
 
-    logits: Tensor
+    logits: Tensor | None
     weights: Tensor | None = None
     attn_log_prob: Tensor | None = None
     attn_entropy: Tensor | None = None
     reward_baseline: Tensor | None = None
+    features: Tensor | None = None
+    output_layer: nn.Linear | None = None
+
+
+def scored(features: Tensor, output_layer: nn.Linear, logits: bool, **fields) -> ModelOutput:
+    """A forward pass's output: the logits of `output_layer(features)`, or with `logits`
+    False the two of them for the caller to apply (`ModelOutput.features`)."""
+    if logits:
+        return ModelOutput(output_layer(features), **fields)
+    return ModelOutput(None, **fields, features=features, output_layer=output_layer)
 
 
 def _select(value: Any, indices: Tensor) -> Any:
@@ -111,7 +126,13 @@ class Seq2Seq(nn.Module):
         raise NotImplementedError
 
     def forward(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+        self,
+        src: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        *,
+        need_weights: bool = False,
+        logits: bool = True,
     ) -> ModelOutput:  # pragma: no cover
         """Teacher forcing. Shapes: src, src_mask (B, S); tgt_in (B, T) -> logits (B, T, V)."""
         raise NotImplementedError

@@ -381,13 +381,20 @@ class Glimpses(Seq2Seq):
         return logits, GlimpseState(read=state.read + 1), weights
 
     def forward(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+        self,
+        src: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        *,
+        need_weights: bool = False,
+        logits: bool = True,
     ) -> ModelOutput:
         """Teacher forcing: position 0 the label's scores, positions >= 1 the EOS row.
 
         Shapes:
             src, src_mask (B, H·W + 1); tgt_in (B, T) -> logits (B, T, V), weights
-            (B, T, H·W), attn_log_prob and reward_baseline (B, A) in train mode
+            (B, T, H·W), attn_log_prob and reward_baseline (B, A) in train mode; the
+            logits always (no output layer to leave to the loss: `logits` is ignored)
         """
         check_inputs(src, src_mask, tgt_in)
         memory = self.encode(src, src_mask)

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.attention import Attention, AttentionOutput
-from attnmt.models.base import ModelOutput, check_inputs
+from attnmt.models.base import ModelOutput, check_inputs, scored
 from attnmt.models.layers import RecurrentEncoder, init_uniform, recur_exportable, rnn_dropout
 from attnmt.models.rnn import AttentionalRNN, RNNMemory, RNNState, from_layers, to_layers
 
@@ -127,7 +127,13 @@ class LuongNMT(AttentionalRNN):
         return h_tilde, new_state, out
 
     def forward(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+        self,
+        src: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        *,
+        need_weights: bool = False,
+        logits: bool = True,
     ) -> ModelOutput:
         """Teacher forcing.
 
@@ -151,7 +157,9 @@ class LuongNMT(AttentionalRNN):
             h_tilde, _, out = self._run(embedded, state, memory)
             outs = [out]
         weights, log_prob, entropy = self.collect(outs, need_weights)
-        return ModelOutput(self.W_s(h_tilde), weights, log_prob, entropy)  # eq. 6 logits
+        return scored(
+            h_tilde, self.W_s, logits, weights=weights, attn_log_prob=log_prob, attn_entropy=entropy
+        )  # eq. 6 logits (B, T, V)
 
     def step(
         self,

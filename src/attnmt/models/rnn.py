@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from attnmt.attention import Attention, AttentionOutput
 from attnmt.attention import functional as AF
 from attnmt.attention.functional import attention_entropy
-from attnmt.models.base import BatchFirst, ModelOutput, Seq2Seq, check_inputs
+from attnmt.models.base import BatchFirst, ModelOutput, Seq2Seq, check_inputs, scored
 from attnmt.models.layers import (
     Maxout,
     RecurrentEncoder,
@@ -267,13 +267,19 @@ class RNNEncDec(Seq2Seq):
         return self.dropout(features), new_state
 
     def forward(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+        self,
+        src: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        *,
+        need_weights: bool = False,
+        logits: bool = True,
     ) -> ModelOutput:
         check_inputs(src, src_mask, tgt_in)
         memory = self.encode(src, src_mask)
         embedded = self.dropout(self.tgt_embed(tgt_in))  # e(y_{t-1}): (B, T, E)
         features, _ = self._decode(embedded, self.init_state(memory), memory)
-        return ModelOutput(logits=self.generator(features))  # (B, T, V)
+        return scored(features, self.generator, logits)  # logits (B, T, V)
 
     def step(
         self,

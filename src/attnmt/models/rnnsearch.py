@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from attnmt.attention import Attention, AttentionOutput
 from attnmt.attention.additive import AdditiveScore
-from attnmt.models.base import ModelOutput, check_inputs
+from attnmt.models.base import ModelOutput, check_inputs, scored
 from attnmt.models.fused import bahdanau_loop
 from attnmt.models.layers import (
     Maxout,
@@ -139,7 +139,13 @@ class RNNSearch(AttentionalRNN):
         return self.dropout(self.readout(torch.cat([outputs, embedded, context], dim=-1)))
 
     def forward(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+        self,
+        src: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        *,
+        need_weights: bool = False,
+        logits: bool = True,
     ) -> ModelOutput:
         """Teacher forcing: the decoder reads BOS + target, step by step.
 
@@ -154,8 +160,8 @@ class RNNSearch(AttentionalRNN):
         embedded = self.dropout(self.tgt_embed(tgt_in))  # E y_{i-1}: (B, T, E)
         if self._fusable():
             outputs, contexts, weights = self._decode_fused(embedded, state, memory, need_weights)
-            logits = self.generator(self._readout(outputs, embedded, contexts))  # (B, T, V)
-            return ModelOutput(logits, weights, None, None)
+            features = self._readout(outputs, embedded, contexts)
+            return scored(features, self.generator, logits, weights=weights)  # (B, T, V)
         states, contexts, outs = [], [], []
         # split, not embedded[:, i : i + 1]: the backward of T slices writes T zero-filled
         # (B, T, E) gradients and adds them up (O(T²) memory traffic); split's backward is
@@ -169,9 +175,11 @@ class RNNSearch(AttentionalRNN):
         # the loop: one large matrix product instead of T small ones, and T fewer maxouts
         # and dropouts (the same function as `step`'s, one dropout mask for all steps).
         features = self._readout(torch.cat(states, dim=1), embedded, torch.cat(contexts, dim=1))
-        logits = self.generator(features)  # (B, T, V)
         weights, log_prob, entropy = self.collect(outs, need_weights)
-        return ModelOutput(logits, weights, log_prob, entropy)
+        return scored(
+            features, self.generator, logits, weights=weights, attn_log_prob=log_prob,
+            attn_entropy=entropy,
+        )  # fmt: skip
 
     def _fusable(self) -> bool:
         """Whether `_decode_fused` computes this model's decoder: Bahdanau's own attention

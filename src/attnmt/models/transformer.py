@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from attnmt.attention import MultiHeadAttention
 from attnmt.data.vocab import PAD
-from attnmt.models.base import BatchFirst, ModelOutput, Seq2Seq, check_inputs
+from attnmt.models.base import BatchFirst, ModelOutput, Seq2Seq, check_inputs, scored
 
 KV = tuple[Tensor, Tensor]  # projected keys and values, each (B, H, S, Dh)
 
@@ -313,7 +313,13 @@ class Transformer(Seq2Seq):
         return TransformerState(self_kv=[(empty, empty) for _ in self.decoder_layers])
 
     def forward(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+        self,
+        src: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        *,
+        need_weights: bool = False,
+        logits: bool = True,
     ) -> ModelOutput:
         """Teacher forcing over the whole target at once (causal self-attention).
 
@@ -328,9 +334,8 @@ class Transformer(Seq2Seq):
         for layer, cross_kv in zip(self.decoder_layers, memory.cross_kv, strict=True):
             x, layer_weights, _ = layer(x, cross_kv, src_mask, need_weights=need_weights)
             weights.append(layer_weights)
-        logits = self.generator(self.decoder_norm(x))  # (B, T, V)
         stacked = torch.stack(weights, dim=1) if need_weights else None  # (B, L, H, T, S)
-        return ModelOutput(logits=logits, weights=stacked)
+        return scored(self.decoder_norm(x), self.generator, logits, weights=stacked)
 
     def step(
         self,

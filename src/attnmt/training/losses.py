@@ -34,6 +34,7 @@ from attnmt.config import Config
 from attnmt.data.vocab import PAD
 from attnmt.training import distributed
 from attnmt.training.guided import Guide, guided_loss
+from attnmt.training.vocab_loss import linear_cross_entropy
 
 if TYPE_CHECKING:  # annotations only: run.py builds on the losses here
     from attnmt.training.run import Progress
@@ -113,23 +114,22 @@ def batch_loss(
         dtype = torch.bfloat16
     device_type = batch.src.device.type
     penalty = cfg.train.doubly_stochastic
+    # The reward "correct" reads the logits' argmax; every other loss leaves the output
+    # layer to `vocab_loss`, which never makes the (B, T, V) logits.
+    fuse = cfg.train.reinforce_reward != "correct"
     with torch.autocast(device_type, dtype=dtype or torch.float32, enabled=dtype is not None):
         out = model(
-            batch.src, batch.src_mask, batch.tgt_in, need_weights=penalty > 0 or guide is not None
+            batch.src,
+            batch.src_mask,
+            batch.tgt_in,
+            need_weights=penalty > 0 or guide is not None,
+            logits=not fuse,
         )
-    logits = out.logits.float()
-    vocab = logits.size(-1)
-    nll = F.cross_entropy(
-        logits.reshape(-1, vocab),
-        batch.tgt_out.reshape(-1),
-        ignore_index=PAD,
-        reduction="none",
-        label_smoothing=cfg.train.label_smoothing,
-    ).view_as(batch.tgt_out)  # (B, T)
+        summed, nll = vocab_cross_entropy(out, batch.tgt_out, cfg.train.label_smoothing)
     tokens = batch.tgt_mask.sum()
     global_tokens = distributed.all_reduce_sum(tokens.detach().float(), ctx)
-    loss = nll.sum() / global_tokens * ctx.world_size
-    stats = {"nll_sum": float(nll.detach().sum()), "tokens": int(tokens)}
+    loss = summed / global_tokens * ctx.world_size
+    stats = {"nll_sum": float(summed.detach()), "tokens": int(tokens)}
     if penalty > 0:
         loss = loss + penalty * doubly_stochastic(out.weights, batch) / global_tokens * (
             ctx.world_size
@@ -144,13 +144,36 @@ def batch_loss(
         loss = loss + cfg.train.guided_weight * total / global_rows * ctx.world_size
         stats["guided_sum"] = float(total.detach())
     if getattr(out, "attn_log_prob", None) is not None:
-        if cfg.train.label_smoothing:  # the reward is log p(y | a, x), never a smoothed loss
-            nll = F.cross_entropy(
-                logits.detach().reshape(-1, vocab), batch.tgt_out.reshape(-1),
-                ignore_index=PAD, reduction="none",
-            ).view_as(batch.tgt_out)  # fmt: skip
+        # nll is -log p(y_t) without smoothing: the reward is log p(y | a, x)
         loss = loss + _reinforce(out, nll, batch, cfg, progress, ctx)
     return loss, stats
+
+
+def vocab_cross_entropy(out, target: Tensor, label_smoothing: float) -> tuple[Tensor, Tensor]:
+    """The summed (label-smoothed) cross-entropy of a forward pass's output against
+    `target`, and each token's plain -log p(y_t) (no gradient; 0 at padding). From
+    `features` and `output_layer` the logits are never made whole
+    (`attnmt.training.vocab_loss`); from `logits`, PyTorch's cross-entropy in fp32.
+
+    Shapes:
+        out.logits (B, T, V) or out.features (B, T, F); target (B, T) -> (), (B, T)
+    """
+    flat = target.reshape(-1)
+    if out.features is not None:
+        layer = out.output_layer
+        features = out.features.reshape(-1, out.features.shape[-1])  # (B·T, F)
+        summed, nll = linear_cross_entropy(
+            features, layer.weight, layer.bias, flat, ignore_index=PAD,
+            label_smoothing=label_smoothing,
+        )  # fmt: skip
+        return summed, nll.view_as(target)
+    logits = out.logits.to(torch.promote_types(out.logits.dtype, torch.float32))
+    logits = logits.reshape(flat.shape[0], -1)  # (B·T, V), in fp32 (fp64 stays)
+    summed = F.cross_entropy(
+        logits, flat, ignore_index=PAD, reduction="sum", label_smoothing=label_smoothing
+    )
+    nll = F.cross_entropy(logits.detach(), flat, ignore_index=PAD, reduction="none")
+    return summed, nll.view_as(target)
 
 
 def doubly_stochastic(weights: Tensor, batch) -> Tensor:

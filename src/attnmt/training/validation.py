@@ -9,15 +9,14 @@ import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from attnmt.config import Config
 from attnmt.data import eval_batches
 from attnmt.data.batching import DECODE_BATCH_TOKENS
-from attnmt.data.vocab import PAD
 from attnmt.inference.decode_ids import translate_ids
 from attnmt.inference.translator import source_limit
 from attnmt.metrics import bleu_tokenizer, corpus_scores
+from attnmt.training.losses import vocab_cross_entropy
 
 
 @torch.no_grad()
@@ -35,14 +34,8 @@ def validate(model, data, cfg: Config, device: torch.device) -> dict[str, Any]:
     nll_sum, tokens = 0.0, 0
     for batch in eval_batches(examples, batch_tokens=cfg.data.batch_tokens):
         batch = batch.to(device)
-        out = model(batch.src, batch.src_mask, batch.tgt_in)
-        nll = F.cross_entropy(
-            out.logits.float().reshape(-1, out.logits.size(-1)),
-            batch.tgt_out.reshape(-1),
-            ignore_index=PAD,
-            reduction="sum",
-        )
-        nll_sum += float(nll)
+        out = model(batch.src, batch.src_mask, batch.tgt_in, logits=False)
+        nll_sum += float(vocab_cross_entropy(out, batch.tgt_out, 0.0)[0])
         tokens += int(batch.tgt_mask.sum())
     model.train(was_training)
     sources = [ex.src_ids for ex in examples]
