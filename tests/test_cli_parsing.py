@@ -23,7 +23,7 @@ CASES = {
     "align": (["--src", "a", "--tgt", "b"], {"src": "a", "tgt": "b"}),
     "average": (["runs/a", "--last", "4", "-o", "x"], {"run": "runs/a", "last": 4, "out": "x"}),
     "compare": (["runs/a", "--out", "x", "runs/b"], {"runs": ["runs/a", "runs/b"], "out": "x"}),
-    "export": (["runs/a", "--quantization", "int8"], {"run": "runs/a", "quantization": "int8"}),
+    "export": (["runs/a", "--quantize", "int8"], {"run": "runs/a", "quantize": "int8"}),
     "serve": (["runs/a", "--port", "9", "runs/b"], {"runs": ["runs/a", "runs/b"], "port": 9}),
 }
 

@@ -206,7 +206,7 @@ def test_cli_writes_the_model_our_vocabulary_and_how_to_tokenise(runs, tmp_path,
     assert config["add_source_eos"] is True and config["decoder_start_token"] == "<s>"
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no leftovers
     # The default place: RUN/ctranslate2-int8 for an int8 export.
-    assert attnmt(capsys, "export", runs["post"], "--quantization", "int8")[0] == 0
+    assert attnmt(capsys, "export", runs["post"], "--quantize", "int8")[0] == 0
     assert (runs["post"] / "ctranslate2-int8" / "model.bin").is_file()
 
 

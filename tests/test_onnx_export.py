@@ -196,7 +196,7 @@ def test_bad_exports_are_refused_in_one_sentence(tiny_runs, tmp_path, capsys):
     code = main(["export", str(tiny_runs["rnn"]), "--format", "onnx", "-o", str(taken)])
     assert code == 2 and (taken / "keep.txt").read_text() == "mine"
     assert "already exists and is not empty" in capsys.readouterr().err
-    code = main(["export", str(tiny_runs["rnn"]), "--format", "onnx", "--quantization", "int8"])
+    code = main(["export", str(tiny_runs["rnn"]), "--format", "onnx", "--quantize", "int16"])
     assert code == 2 and "--quantize int8" in capsys.readouterr().err
     with pytest.raises(UserError, match=r"no attnmt\.json"):
         load_export(tmp_path)

@@ -33,7 +33,8 @@ COMMANDS: dict[str, str] = {
     "align": "word alignments from eflomal, scored against gold links (AER)",
     "average": "one model from the mean of a run's last or best N checkpoints",
     "compare": "one table and one BLEU-by-length plot for several runs",
-    "export": "write a Transformer run as a CTranslate2 model (optionally int8)",
+    "export": "write a run as ONNX graphs (any text model, decoded without torch) or a "
+    "Transformer as a CTranslate2 model (optionally int8)",
     "serve": "an HTTP translation API and a page that shows the attention",
 }
 

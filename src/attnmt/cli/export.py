@@ -3,6 +3,7 @@
     attnmt export runs/quickstart --format onnx                  # RUN/onnx
     attnmt export runs/quickstart --format onnx --quantize int8  # RUN/onnx-int8
     attnmt export runs/transformer --format ctranslate2 -o exports/transformer-ct2
+    attnmt export runs/transformer --quantize int8              # RUN/ctranslate2-int8
 
 ONNX (every text family: an encoder graph and a decoder-step graph, verified against
 PyTorch before they are written, decoded without torch by `attnmt translate EXPORT_DIR`)
@@ -62,18 +63,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--quantize",
-        choices=("int8",),
-        default=None,
-        help="onnx: onnxruntime's dynamic int8 quantisation of the matrix products "
-        "(weights int8, activations quantised on the fly); the differences it makes are "
-        "measured and written in attnmt.json",
-    )
-    parser.add_argument(
         "--quantization",
+        dest="quantize",
         choices=CT2_TYPES,
         default=None,
-        help="ctranslate2: the weights' type in the exported model (default float32: exactly "
-        "ours; int8 quarters the size; CTranslate2 can also convert when it loads)",
+        metavar="TYPE",
+        help="the stored weights, both formats (default: float32, exactly ours). onnx: "
+        "int8, onnxruntime's dynamic quantisation of the matrix products (weights int8, "
+        "activations quantised on the fly; the differences it makes are measured and "
+        "written in attnmt.json). ctranslate2: any of " + ", ".join(CT2_TYPES) + " (int8 "
+        "quarters the size; CTranslate2 can also convert when it loads)",
     )
     parser.add_argument(
         "--max-positions",
@@ -93,13 +92,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.format == "onnx":
         return _onnx(args, load_run)
-    if args.quantize is not None:
-        raise UserError("--quantize is for --format onnx; CTranslate2 takes --quantization int8")
     if args.max_positions < 2:
         raise UserError(f"--max-positions must be at least 2, got {args.max_positions}")
     from attnmt.inference.export import default_out, export_ctranslate2
 
-    quantization = args.quantization or "float32"
+    quantization = args.quantize or "float32"
     loaded = load_run(args.run, device="cpu")
     out = args.out if args.out is not None else default_out(loaded, quantization)
     path = export_ctranslate2(
@@ -117,13 +114,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _onnx(args: argparse.Namespace, load_run) -> int:
-    if args.quantization is not None:
-        raise UserError("--quantization is for --format ctranslate2; ONNX takes --quantize int8")
+    if args.quantize not in (None, "float32", "int8"):
+        raise UserError(
+            f"--quantize {args.quantize} is for --format ctranslate2; an ONNX export is "
+            "float32 (the default) or int8 (--quantize int8)"
+        )
+    quantize = None if args.quantize == "float32" else args.quantize
     from attnmt.inference.onnx_export import default_out, export_onnx, read_written
 
     loaded = load_run(args.run, device="cpu")
-    out = args.out if args.out is not None else default_out(loaded, args.quantize)
-    path = export_onnx(loaded, out, quantize=args.quantize, force=args.force)
+    out = args.out if args.out is not None else default_out(loaded, quantize)
+    path = export_onnx(loaded, out, quantize=quantize, force=args.force)
     info = read_written(path)
     sizes = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in info["files"].items())
     worst = info["verified"]
