@@ -12,8 +12,8 @@ after what it carries (`rule_table(pair)` lists the rules):
             ("cats sleep" -> "les chats dorment"); don't V -> ne V pas; verbs agree with
             pronoun subjects.
     en-de   verb second (after a fronted adverb the verb comes before its subject); verb last
-            in subordinate and relative clauses; separable verbs ("calls ... " -> "ruft ...
-            an", joined again when last: "anruft"); case from the verb or preposition on
+            in subordinate and relative clauses; separable verbs ("calls the cat" -> "ruft
+            die katze an", "anruft" when last); case from the verb or preposition on
             determiners, adjectives (weak, mixed, strong endings) and relative pronouns.
     en-ja   subject-object-verb; markers wa/ga/o after noun phrases; postpositions; modifiers
             (prepositional phrases + no, relative clauses) before the noun; no articles;
@@ -36,6 +36,13 @@ Every `GrammarPair` carries, besides its words:
   governed by, or that write j's own item (the verb before its separated particle).
 - `phenomena[j]`: one of PHENOMENA.
 
+For "cats don't sleep" (0 1 2) -> "les chats ne dorment pas" (0 1 2 3 4): sure 0-1 1-2 1-4
+2-3, possible also 0-0 (les); causes les {0} (les/las: the noun's gender), chats {0}, ne {}
+(the same for not and never), dorment {2}, pas {1} (pas/jamais). In en-de "katzen schlafen
+nicht", in en-ja "neko wa nemuranai" (the verb form written by "don't" and "sleep").
+The words live in `grammar_lexicon`, the trees and their English in `grammar_trees`, the
+target rules in `grammar_rules`.
+
     pairs = generate("en-fr", 1000, seed=1, min_words=5, max_words=20)
     pair = pairs[0]
     " ".join(pair.src), " ".join(pair.tgt), format_pharaoh(pair.sure)  # data.alignments
@@ -44,8 +51,8 @@ Every `GrammarPair` carries, besides its words:
 
 Generation is seeded and deterministic; the English side does not depend on the pair, so the
 three pairs of a seed share their sources. Dev and test never repeat a training source, nor
-each other's. Lengths (English words) are drawn uniformly within [min_words, max_words];
-sentences of 50-80 words take about as long per word as short ones.
+each other's. Lengths (English words) are drawn uniformly within [min_words, max_words],
+and a word costs about the same time in a sentence of 5 words or of 80.
 """
 
 from __future__ import annotations
@@ -143,7 +150,7 @@ def rule_table(pair: str) -> list[tuple[str, str, str]]:
 def lexicon(pair: str) -> dict[str, tuple[Item, ...]]:
     """The items of every category, most frequent first (`Item.target(pair)`: its forms)."""
     _check_pair(pair)
-    return items()
+    return dict(items())
 
 
 def generate(
@@ -291,9 +298,16 @@ def _forms(cat: str) -> dict[str, Item]:
     return found | ({"an": items()["det"][1]} if cat == "det" else {})
 
 
+CATEGORIES = {"n": "noun", "adj": "adjective", "p": "preposition", "adv": "adverb"}
+CATEGORIES |= {"verb": "verb", "neg": "negation", "conj": "conjunction"}
+
+
 def _lookup(cat: str, english: str) -> Item:
     if english not in _forms(cat):
-        raise UserError(f"{english!r} is not a {cat} of the grammar's lexicon; see lexicon()")
+        raise UserError(
+            f"{english!r} is not a {CATEGORIES[cat]} of the grammar's lexicon; "
+            f"the {CATEGORIES[cat]}s are listed by lexicon(pair)"
+        )
     return _forms(cat)[english]
 
 
@@ -317,6 +331,8 @@ def phrase(
     noun = _lookup("n", head)
     number = "pl" if head == noun.en[1] else "sg"
     det = Leaf(_forms("det")[mods[0]], number) if mods and mods[0] in _forms("det") else None
+    if (det is None and number == "sg") or (det and not det.item.en[number == "pl"]):
+        raise UserError(f"{text!r} is not a noun phrase of the grammar (determiner, number)")
     np = NP(Leaf(noun), number, det, [Leaf(_lookup("adj", w)) for w in mods[det is not None :]])
     np.pp = PP(Leaf(_lookup("p", pp[0])), _np(pp[1])) if pp else None
     if rc:

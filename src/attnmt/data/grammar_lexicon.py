@@ -1,6 +1,7 @@
 """The words of the grammar lab (`attnmt.data.grammar`): English items with their
-French-, German- and Japanese-like forms, features and frequency ranks, and the paradigms
-that inflect them.
+French-, German- and Japanese-like forms (made by each language's regular morphology where a
+table gives a stem), their features and frequency ranks, and which items may stand in for
+each other (`substitutes`).
 
 An `Item` is one lexical choice of a derivation ("cat", "pick up", "the"). Its forms:
 
@@ -160,7 +161,8 @@ read | lis lis lit lisons lisez lisent | lese liest liest lesen lest lesen | yom
 bite | mord-re | beiss | kam-u
 draw | dessin-er | zeichn | kak-u
 bring | apport-er | bring +mit | todoke-ru
-visit | visit-er | besuch | tazune-ru"""
+visit | visit-er | besuch | tazune-ru
+support | soutiens soutiens soutient soutenons soutenez soutiennent | steh +bei dat | sasae-ru"""
 VP = """pick up | ramass-er | heb +auf | hirow-u
 put down | pos-er | leg +ab | ok-u
 turn on | allum-er | schalt +ein | tsuke-ru
@@ -329,9 +331,12 @@ DE_NOUN["n"] = ("chen:", "nis:se")
 FR_ADJ = ("eux:euse", "if:ive", "ant:ante", "ique:ique", "in:ine")
 DE_ADJ = ("ig", "lich", "isch", "sam", "bar", "los")
 DE_PARTICLES = ("an", "auf", "ab", "aus", "ein", "mit", "vor", "zu", "weg")
-# English words a made-up word must not be (function words, and one rude one)
+# English function words a made-up word must not be, and what no made-up word may contain
 RESERVED = """her him his its it me us them who which there an as at by if of off so up out no be
-is are was do has can will pecker"""
+is are was do has can will"""
+RUDE = re.compile(
+    "fuck|dick|peck|poo|shit|cunt|nig|fag|cock|tit|cum|sex|rape|ass|anal|porn|piss|kuso|unko|baka"
+)
 NOT_JA = ("si", "ti", "tu", "hu", "yi", "ye")  # syllables Japanese writes otherwise
 
 
@@ -363,7 +368,8 @@ def _made_up(rng: random.Random, cat: str, used: dict[str, set[str]]) -> dict:
             ja = ja[:4] + (rng.choice("kmrbs") + "-u" if godan else rng.choice("eei") + "-ru")
             fields = _verb([en], [fr + "-er"], [de, *extra], [ja])
         forms = {lang: set(fields[lang]) for lang in LANGS}
-        if not any(forms[lang] & used[lang] for lang in LANGS):
+        rude = any(RUDE.search(form) for group in forms.values() for form in group)
+        if not rude and not any(forms[lang] & used[lang] for lang in LANGS):
             for lang in LANGS:
                 used[lang] |= forms[lang]
             return fields

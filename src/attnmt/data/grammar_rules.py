@@ -1,15 +1,15 @@
-"""Derivations of the grammar lab and the rules that write them in English and in the
-target language of each pair (`attnmt.data.grammar` draws the derivations and serves them).
+"""The rules that write a derivation of the grammar lab (`attnmt.data.grammar_trees`) in
+the target language of each pair: the paradigms (functions that write one word), a writer
+per language, and `realize`, which makes the `GrammarPair`.
 
-A derivation is a tree (`Sentence` of `Clause`s, `NP`s, `PP`s) whose `Leaf`s hold lexical
-items (`grammar_lexicon.Item`). `realize(pair, sentence)` writes the English source, which
-tells each leaf its source positions, then the target words. Every target word is written
-by a paradigm function from what it reads: constants of the derivation (number, case set by
-structure) and `Read`s of items (a noun's gender, a preposition's case, the word's own
-lemma). That is how agreement flows: a French adjective reads its noun's gender, a German
-determiner the case its preposition or verb governs. A word's causes are the leaves it reads
-whose substitutes (`grammar_lexicon.substitutes`: the same slot, other items) change it: the
-paradigm is evaluated again on every value the substitutes give the feature it reads.
+Every target word is written by a paradigm from what it reads: constants the derivation
+fixes (number, the nominative of a subject) and `Read`s of items (a noun's gender, the case
+a preposition or verb governs, the word's own lemma). That is how agreement flows: a French
+adjective reads its noun's gender, a German determiner the case its preposition or verb
+governs. A word's causes are the leaves it reads whose substitutes (`grammar_lexicon.
+substitutes`: other items of the same slot) change it: `Writer.emit` evaluates the paradigm
+again on every value the substitutes give what it reads. `grammar.intervene` checks this
+by writing whole sentences again with each substitute.
 """
 
 from __future__ import annotations
@@ -124,6 +124,7 @@ class Word:
 
 _VARIES: dict[tuple, bool] = {}  # (paradigm, input, slot, the other inputs) -> changes?
 _OPTIONS: dict[tuple, tuple] = {}  # (pair, item, number, reader) -> its slot, the values
+_PLAIN: dict[tuple, bool] = {}  # (pair, item, number, lang, index) -> a cause of its word?
 
 
 class Writer:
@@ -152,7 +153,7 @@ class Writer:
                 if type(a) is Read and self._varies(paradigm, vals, k, a):
                     causes.append(a.leaf)
         if phen == "plain" and causes:
-            own = {s if isinstance(s, Leaf) else s[0] for s in sure}
+            own = [s if type(s) is Leaf else s[0] for s in sure]
             phen = "agreement" if any(leaf not in own for leaf in causes) else phen
         return Word(paradigm(*vals), sure, possible, causes, phen)
 
@@ -172,8 +173,14 @@ class Writer:
         return _VARIES[key]
 
     def plain(self, leaf: Leaf, index: int = 0, phen: str = "plain") -> Word:
-        """The word of an uninflected item, linked to it."""
-        return self.emit(word, Read(leaf), self.lang, index, sure=(leaf,), phen=phen)
+        """Form `index` of an item, linked to it: `emit(word, Read(leaf), lang, index)`,
+        with its one question (does a substitute write another word?) remembered."""
+        item = leaf.item
+        key = (self.pair, item, leaf.number, self.lang, index)
+        if key not in _PLAIN:
+            _PLAIN[key] = self._varies(word, [item, self.lang, index], 0, Read(leaf))
+        causes = [leaf] if self.causes and _PLAIN[key] else []
+        return Word(getattr(item, self.lang)[index], (leaf,), (), causes, phen)
 
     def const(self, form: str, *, sure: Sequence = (), possible: Sequence = (), phen: str) -> Word:
         return Word(form, sure, possible, [], phen)
@@ -209,7 +216,7 @@ class French(Writer):
             pre = [a for a in n.adjs if a.item.feat["fr.place"] == "pre"]
             post = [a for a in reversed(n.adjs) if a.item.feat["fr.place"] == "post"]  # mirrored
             out += [self.emit(fr_agree, Read(a), gender, num, sure=(a,)) for a in pre]
-            out.append(self.emit(word, Read(h), "fr", num == "pl", sure=(h,)))
+            out.append(self.plain(h, num == "pl"))
             for a in post:
                 out.append(self.emit(fr_agree, Read(a), gender, num, sure=(a,), phen="reorder-adj"))
             out += [self.plain(n.pp.prep), *self.np(n.pp.np)] if n.pp else []
@@ -222,7 +229,10 @@ class French(Writer):
         out += self.np(c.subj) if c.subj else []
         phen = "merged" if c.verb.item.cat == "vp" else "plain"
         agr = self.agreement(c, head)
-        verb = self.emit(word, Read(c.verb), "fr", agr, sure=(c.verb,), phen=phen)
+        if isinstance(agr, int):
+            verb = self.plain(c.verb, agr, phen)
+        else:  # the form reads the pronoun's person and number
+            verb = self.emit(word, Read(c.verb), "fr", agr, sure=(c.verb,), phen=phen)
         if c.neg:  # ne V pas: one English word, two French ones around the verb
             ne = self.const("ne", sure=(c.neg,), phen="ne-pas")
             out += [ne, verb, self.plain(c.neg, 1, phen="ne-pas")]
@@ -358,6 +368,9 @@ class GrammarPair:
         return Example(" ".join(self.src), " ".join(self.tgt), id=id)
 
 
+NONE: frozenset[int] = frozenset()
+
+
 def target_words(pair: str, sentence: Sentence, *, causes: bool = True) -> list[Word]:
     """The target words of `sentence` (after `english` has placed its leaves)."""
     return WRITERS[pair](pair, causes).sentence(sentence)
@@ -368,21 +381,31 @@ def realize(pair: str, sentence: Sentence, *, source: list[str] | None = None) -
     target language of `pair`."""
     src = english(sentence) if source is None else source
     words = target_words(pair, sentence)
-    sure, possible, causes, prefix = set(), set(), [], []
+    sure: list[tuple[int, int]] = []
+    possible: list[tuple[int, int]] = []
+    causes: list[frozenset[int]] = []
+    prefix: list[frozenset[int]] = []
     seen: dict[Leaf, list[int]] = {}  # leaf -> the words it causes so far
     wrote: dict[Leaf, list[int]] = {}  # leaf -> the words written from it that it causes
     for j, w in enumerate(words):
-        own = set()
+        own = []
         for link in w.sure:
-            leaf, part = (link, -1) if type(link) is Leaf else link
-            own.add(leaf)
-            sure.update((i, j) for i in (leaf.src if part < 0 else leaf.src[part : part + 1]))
-        possible.update((i, j) for leaf in w.possible for i in leaf.src)
+            if type(link) is Leaf:
+                own.append(link)
+                sure += [(i, j) for i in link.src]
+            else:  # the k-th word of a leaf
+                own.append(link[0])
+                sure.append((link[0].src[link[1]], j))
+        for leaf in w.possible:
+            possible += [(i, j) for i in leaf.src]
+        if not w.causes:
+            causes.append(NONE)
+            prefix.append(NONE)
+            continue
         found, positions = [], []
         for leaf in w.causes:
             found += (wrote if leaf in own else seen).get(leaf, ())
             positions += leaf.src
-        for leaf in w.causes:
             seen.setdefault(leaf, []).append(j)
             if leaf in own:
                 wrote.setdefault(leaf, []).append(j)
@@ -393,7 +416,7 @@ def realize(pair: str, sentence: Sentence, *, source: list[str] | None = None) -
         tuple(src),
         tuple(w.form for w in words),
         frozenset(sure),
-        frozenset(sure | possible),
+        frozenset(sure + possible),
         tuple(causes),
         tuple(prefix),
         tuple(w.phenomenon for w in words),

@@ -183,7 +183,15 @@ VERB_KINDS = {"vi": 4.0, "vt": 5.0, "vp": 1.5}  # intransitive, transitive, phra
 GAPS = ("subj", "obj")  # a relative clause misses its subject or its object, as often
 STEPS = {"adj": 3.0, "np_pp": 1.5, "relative": 1.2, "vp_pp": 1.2, "and_np": 0.6}  # -> weight
 STEPS |= {"and_clause": 0.6, "say": 0.8, "neg": 0.8, "adverb": 0.5}
-_STEP_WEIGHTS = tuple(accumulate(STEPS.values()))
+OBJECT_GAP_VERBS = {"vt": VERB_KINDS["vt"], "vp": VERB_KINDS["vp"]}  # "the cat that dogs see"
+Table = tuple[tuple[str, ...], tuple[float, ...]]  # keys and cumulative weights
+
+
+def _table(weights: dict[str, float]) -> Table:
+    return tuple(weights), tuple(accumulate(weights.values()))
+
+
+_STEPS, _VERBS, _GAP_VERBS = _table(STEPS), _table(VERB_KINDS), _table(OBJECT_GAP_VERBS)
 
 
 class Grower:
@@ -198,6 +206,11 @@ class Grower:
         found, weights = zipf(cat, number)
         return Leaf(found[bisect(weights, self.rng.random() * weights[-1])], number)
 
+    def draw(self, table: Table) -> str:
+        """A key of `table`, drawn in proportion to its weight."""
+        keys, total = table
+        return keys[bisect(total, self.rng.random() * total[-1])]
+
     def phrase(self, pronoun: bool = False) -> NP:
         """A noun phrase: a pronoun (if allowed), a bare plural or a determiner and a noun."""
         rng = self.rng
@@ -209,8 +222,7 @@ class Grower:
 
     def clause(self, gap: str = "") -> Clause:
         """A clause; with `gap` "subj" or "obj", a relative clause missing that argument."""
-        kinds = [k for k in VERB_KINDS if not (gap == "obj" and k == "vi")]
-        cat = self.rng.choices(kinds, [VERB_KINDS[k] for k in kinds])[0]
+        cat = self.draw(_GAP_VERBS if gap == "obj" else _VERBS)
         subj = None if gap == "subj" else self.phrase(pronoun=not gap)
         obj = self.phrase() if cat != "vi" and gap != "obj" else None
         return Clause(subj, self.pick(cat), obj, that=Leaf(items()["rel"][0]) if gap else None)
@@ -232,8 +244,7 @@ class Grower:
         self.adopt(sentence)
         length, misses = size(sentence), 0
         while length < target and misses < 20:
-            step = self.rng.choices(tuple(STEPS), cum_weights=_STEP_WEIGHTS)[0]
-            added = getattr(self, step)(sentence, high - length)
+            added = getattr(self, self.draw(_STEPS))(sentence, high - length)
             length, misses = length + added, 0 if added else misses + 1
         return sentence if low <= length <= high else None
 
