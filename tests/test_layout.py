@@ -1,5 +1,5 @@
 """The package's map stays readable (README.md, "Layout"): no import circles, nothing
-imports the commands, imports at the top of modules, no file past ~450 lines."""
+imports the commands, imports at the top of modules, no file past 600 lines."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ import pytest
 from attnmt.views.html import PLACEHOLDERS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attnmt"
-MAX_LINES = 450
+# A file past this many lines is asked to be looked at: it holds two concepts, or one that
+# has grown. A file is split by concept, never to pass this number (issue 49: the old cap of
+# 450 split files by size).
+MAX_LINES = 600
 # Imports inside functions, each lazy on purpose (the reason is in a comment beside it).
 LAZY_IMPORTS = {
     ("attnmt.training.run", "torch.utils.tensorboard"),  # an optional dependency
@@ -161,9 +164,9 @@ def test_imports_are_at_the_top_except_where_laziness_is_the_point():
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_no_file_is_over_450_lines(name):
+def test_no_file_is_over_600_lines(name):
     lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines; split it by concept"
+    assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines: does it hold two concepts?"
 
 
 def test_the_special_token_ids_are_defined_once():

@@ -136,7 +136,9 @@ def _shown(stats: dict, synthetic) -> dict:
 def _print_stats(stats: dict, seconds: float, directory, store_bytes: int = 0) -> None:
     pairs = stats["pairs"]
     cached = " (from cache)" if stats.get("cached") else ""
-    if "src" in stats:
+    if "grammar_pair" in stats:
+        what = f"grammar {stats['grammar_pair']} (the grammar lab; gold links in gold/)"
+    elif "src" in stats:
         what = f"{stats['corpus']} {stats['src']} -> {stats['tgt']}"
     else:
         what = f"{stats['corpus']} (a synthetic task)"

@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         result["images"] = image_report(
             loaded, examples, hypotheses, args.split, batch_tokens=args.batch_tokens
         )
-    if loaded.cfg.data.corpus == "alignments":
+    if loaded.cfg.data.corpus in ("alignments", "grammar"):
         if not getattr(loaded.model, "uses_attention", True):
             result["alignment"] = {"skipped": "the model has no attention"}
         else:

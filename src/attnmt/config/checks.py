@@ -44,7 +44,11 @@ ENSEMBLE_MODES = ("log-linear", "linear")
 DECODER_QUANTIZATIONS = ("int8",)
 IMAGE_CORPORA = ("digits", "cluttered")
 # The corpora `attnmt.data.preparation` reads (a test keeps the two lists equal).
-CORPORA = ("bible", "files", "tsv", "alignments", "reverse", "copy", "sort", *IMAGE_CORPORA)
+CORPORA = (
+    "bible", "files", "tsv", "alignments", "grammar", "reverse", "copy", "sort", *IMAGE_CORPORA
+)  # fmt: skip
+# The grammar lab's language pairs (attnmt.data.grammar.PAIRS: a test keeps them equal).
+GRAMMAR_PAIRS = ("en-fr", "en-de", "en-ja")
 
 # Numbers: > 0, >= 0 (what 0 means, where it means something), or in [0, 1). Every int
 # and float key is in one of these (a test says so), seeds excepted.
@@ -271,6 +275,8 @@ def check_data(cfg: DataConfig) -> None:
         )
     if cfg.corpus == "bible":
         _check_bible(cfg)
+    elif cfg.corpus == "grammar":
+        _check_grammar(cfg)
     elif cfg.corpus == "alignments":
         from attnmt.data import alignments  # lazy: it brings torch (see `check_model`)
 
@@ -284,6 +290,18 @@ def check_data(cfg: DataConfig) -> None:
             how=f"the alignments corpus is the New Testament only: use a name from Matthew to "
             f"Revelation or a number {first}-{last}",
         )
+
+
+def _check_grammar(cfg: DataConfig) -> None:
+    _choose("data.grammar_pair", cfg.grammar_pair, GRAMMAR_PAIRS, "language pair")
+    for split in ("train", "dev", "test"):
+        key = f"grammar_{split}_words"
+        bounds = getattr(cfg, key)
+        if len(bounds) != 2 or not 2 <= bounds[0] <= bounds[1]:
+            raise ConfigError(
+                f"data.{key} must be [shortest, longest] English words with 2 <= shortest "
+                f"<= longest (the shortest sentence has 2 words: 'cats sleep'), got {bounds}"
+            )
 
 
 def _check_bible(cfg: DataConfig) -> None:

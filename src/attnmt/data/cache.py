@@ -34,7 +34,7 @@ from attnmt.errors import DataError
 FORMAT = 3  # bump when the cached layout or the cleaning changes (2: one examples.json)
 SYNTHETIC = ("reverse", "copy", "sort")
 IMAGES = IMAGE_CORPORA  # "digits", "cluttered": attnmt.data.images
-CORPORA = ("bible", "files", "tsv", "alignments", *SYNTHETIC, *IMAGES)
+CORPORA = ("bible", "files", "tsv", "alignments", "grammar", *SYNTHETIC, *IMAGES)
 
 
 @dataclass
@@ -72,6 +72,9 @@ def cache_key(cfg: DataConfig) -> str:
     options = {k: v for k, v in to_dict(cfg).items() if k not in ignored}
     if not options.get("swap"):  # the default leaves the caches made before it existed valid
         options.pop("swap", None)
+    if cfg.corpus != "grammar":  # likewise: the grammar lab's keys, for other corpora
+        for key in [k for k in options if k.startswith("grammar_")]:
+            options.pop(key)
     options["format"] = FORMAT
     if cfg.corpus in ("files", "tsv"):
         # Edited or replaced files must not hit the old cache: key on where they are,
@@ -82,6 +85,8 @@ def cache_key(cfg: DataConfig) -> str:
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:12]
     own = cfg.corpus in SYNTHETIC or cfg.corpus in IMAGES  # no versions or languages
     name = cfg.corpus if own else f"{cfg.corpus}-{cfg.src}-{cfg.tgt}"
+    if cfg.corpus == "grammar":
+        name = f"grammar-{cfg.grammar_pair}"
     return f"{name}-{digest}".replace("/", "_")
 
 

@@ -214,20 +214,22 @@ def make_splits(
     test_size: int = 1000,
     seed: int = 1,
     words: tuple[int, int] = (1, 20),
-    eval_words: tuple[int, int] | None = None,
+    dev_words: tuple[int, int] | None = None,
+    test_words: tuple[int, int] | None = None,
 ) -> dict[str, list[GrammarPair]]:
     """ "train", "dev" and "test" pairs, each split from its own seeded stream; dev and test
-    sources are distinct and never in train (nor dev's in test). `eval_words` (default
-    `words`) bounds dev and test lengths, e.g. longer than training to test generalisation."""
-    low, high = eval_words or words
+    sources are distinct and never in train (nor dev's in test). `dev_words` and
+    `test_words` (default `words`) bound their lengths, e.g. a test split longer than
+    anything in training, to see how a model fares with length."""
     train = generate(pair, train_size, seed=seed, min_words=words[0], max_words=words[1])
     seen = {" ".join(p.src) for p in train}
     splits = {"train": train}
-    for name, size in (("dev", dev_size), ("test", test_size)):
-        bounds = {"min_words": low, "max_words": high}
+    for name, size, bounds in (("dev", dev_size, dev_words), ("test", test_size, test_words)):
+        low, high = bounds or words
         splits[name] = generate(
-            pair, size, seed=seed, **bounds, exclude=seen, distinct=True, split=name
-        )
+            pair, size, seed=seed, min_words=low, max_words=high, exclude=seen, distinct=True,
+            split=name,
+        )  # fmt: skip
         seen |= {" ".join(p.src) for p in splits[name]}
     return splits
 

@@ -37,7 +37,7 @@ import numpy as np
 from tqdm import tqdm
 
 from attnmt.config import DataConfig
-from attnmt.data import alignments, bible, images, streaming
+from attnmt.data import alignments, bible, grammar_corpus, images, streaming
 from attnmt.data.buckets import padding_fraction
 from attnmt.data.cache import (
     CORPORA,
@@ -118,7 +118,12 @@ def decoding_split(cfg: DataConfig, name: str, vocab: Vocab) -> Sequence[Example
     return examples
 
 
-def _vocab(cfg: DataConfig, sources: list[str], targets: list[str]) -> Vocab:
+def _vocab(
+    cfg: DataConfig, sources: list[str], targets: list[str], train: Sequence[Example] = ()
+) -> Vocab:
+    if cfg.corpus == "grammar":  # one token a word, both languages (grammar_corpus)
+        side = grammar_corpus.vocabulary(train)
+        return Vocab(side, side, True)
     if cfg.corpus in SYNTHETIC:
         side = SymbolVocab()
         return Vocab(side, side, True)
@@ -148,7 +153,7 @@ def _prepare_in_memory(cfg: DataConfig, folder: Path) -> dict[str, Any]:
     if len(train) > cfg.subword_sample:  # as for your own files: a sample, in corpus order
         rng = random.Random(f"attnmt-subword-sample:{cfg.seed}")
         train = [train[i] for i in sorted(rng.sample(range(len(train)), cfg.subword_sample))]
-    vocab = _vocab(cfg, [ex.src for ex in train], [ex.tgt for ex in train])
+    vocab = _vocab(cfg, [ex.src for ex in train], [ex.tgt for ex in train], splits["train"])
     vocab_seconds = time.perf_counter() - vocab_started
     for examples in splits.values():
         for ex in examples:
@@ -158,6 +163,8 @@ def _prepare_in_memory(cfg: DataConfig, folder: Path) -> dict[str, Any]:
     stats.update(extra)
     stats["seconds"] = {"subwords": round(vocab_seconds, 2)}
     save_folder(folder, splits, vocab, stats)
+    if cfg.corpus == "grammar":
+        grammar_corpus.write_gold(cfg, folder)
     return stats
 
 
@@ -296,6 +303,8 @@ def _filtered(src: str, tgt: str, cfg: DataConfig) -> str:
 def _read_splits(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, Any]]:
     if cfg.corpus == "bible":
         return _bible(cfg)
+    if cfg.corpus == "grammar":
+        return grammar_corpus.read_splits(cfg)
     if cfg.corpus == "alignments":
         gold = alignments.load_gold()
         parts = alignments.split_by_book(

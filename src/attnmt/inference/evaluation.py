@@ -20,6 +20,8 @@ import torch
 
 from attnmt.data.alignments import load_gold
 from attnmt.data.batching import DECODE_BATCH_TOKENS
+from attnmt.data.grammar import crossings
+from attnmt.data.grammar_corpus import gold_pair
 from attnmt.data.synthetic import TASKS
 from attnmt.data.types import Example
 from attnmt.inference.alignment import (
@@ -142,17 +144,20 @@ class GoldPair:
     tgt_ids: list[int]
     source: SideWords
     target: SideWords
-    links: set[tuple[int, int]]  # gold (source word, target word), all sure
+    links: set[tuple[int, int]]  # gold (source word, target word), the sure ones
     sizes: tuple[int, int]  # words of the source (before any length cut) and target
+    possible: set[tuple[int, int]] | None = None  # P ⊇ S where known (the grammar lab)
+    pair: Any = None  # the grammar lab's GrammarPair (phenomena, crossings), else None
 
 
 def gold_pairs(
     loaded: LoadedRun, examples: Sequence[Example], limit: int
 ) -> tuple[list[GoldPair], dict[str, int]]:
     """The examples whose right links are known, with their ids and word maps: verses with
-    gold links (the Greek→English corpus, turned round for English→Greek), or every
-    sequence of a synthetic task (reverse: target j is source n − 1 − j; copy: j; sort: the
-    stable order of the symbols). Returns (them, how many were skipped and why)."""
+    gold links (the Greek→English corpus, turned round for English→Greek), every pair of
+    the grammar lab (its sure and possible links), or every sequence of a synthetic task
+    (reverse: target j is source n − 1 − j; copy: j; sort: the stable order of the
+    symbols). Returns (them, how many were skipped and why)."""
     vocab = loaded.vocab
     swapped = loaded.cfg.data.swap  # English -> Greek: the gold links turned round
     task = loaded.cfg.data.corpus if loaded.cfg.data.corpus in TASKS else None
@@ -164,8 +169,18 @@ def gold_pairs(
         # The gold links index the words of the verse: the word maps must see the same.
         source = source_words(vocab.src, ex.src, len(src_ids))
         target = source_words(vocab.tgt, ex.tgt, len(tgt_ids))
+        possible = pair = None
         if task is not None:
             links = synthetic_links(task, [int(w) for w in ex.src.split()])
+        elif loaded.cfg.data.corpus == "grammar":
+            pair = gold_pair(loaded.cfg.data, ex.id)
+            if pair is None:
+                skipped["no_gold"] += 1
+                continue
+            if (source.words, target.words) != (list(pair.src), list(pair.tgt)):
+                skipped["word_mismatch"] += 1
+                continue
+            links, possible = pair.sure, set(pair.possible)
         else:
             verse = _gold_verse(ex.id, swapped)
             if verse is None:
@@ -179,8 +194,45 @@ def gold_pairs(
         if len(src_ids) > limit:  # links to the words cut off count as missed
             src_ids = src_ids[:limit]
             source = source_words(vocab.src, ex.src, limit)
-        found.append(GoldPair(index, src_ids, tgt_ids, source, target, set(links), sizes))
+        found.append(
+            GoldPair(index, src_ids, tgt_ids, source, target, set(links), sizes, possible, pair)
+        )
     return found, skipped
+
+
+def phenomenon_scores(
+    predicted: Sequence[set[tuple[int, int]]], gold: Sequence[GoldPair]
+) -> dict[str, dict[str, Any]]:
+    """Sure-only precision and recall of the links of the target words that show each
+    phenomenon of the grammar lab (`attnmt.data.grammar.PHENOMENA`), and of the crossing
+    links (the reordered spans, `crossings`) apart from the rest: possible links let a
+    sparse aligner look good on AER, so these count sure links only.
+
+    precision = |A ∩ S| / |A|, recall = |A ∩ S| / |S|, A and S restricted to the target
+    words of the phenomenon (for "crossing": to the target words of a crossing link)."""
+    counts: dict[str, list[int]] = {}  # name -> [|A|, |S|, |A ∩ S|]
+    for links, g in zip(predicted, gold, strict=True):
+        groups: dict[str, set[int]] = {}
+        for j, name in enumerate(g.pair.phenomena):
+            groups.setdefault(name, set()).add(j)
+        groups["crossing"] = {j for _, j in crossings(g.pair)}
+        groups["not crossing"] = set(range(len(g.pair.tgt))) - groups["crossing"]
+        for name, words in groups.items():
+            a = {link for link in links if link[1] in words}
+            s = {link for link in g.links if link[1] in words}
+            row = counts.setdefault(name, [0, 0, 0])
+            row[0] += len(a)
+            row[1] += len(s)
+            row[2] += len(a & s)
+    return {
+        name: {
+            "precision": round(hits / n_a, 4) if n_a else 1.0,
+            "recall": round(hits / n_s, 4) if n_s else 1.0,
+            "sure": n_s,
+            "predicted": n_a,
+        }
+        for name, (n_a, n_s, hits) in sorted(counts.items())
+    }
 
 
 def synthetic_links(task: str, symbols: Sequence[int]) -> set[tuple[int, int]]:
@@ -222,8 +274,13 @@ def alignment_report(
         ]
 
     sure = [g.links for g in gold]
+    possible = [g.possible if g.possible is not None else g.links for g in gold]
+
+    def scored(links: list[set[tuple[int, int]]]) -> dict[str, Any]:
+        return _rounded(alignment_scores(links, sure, possible))
+
     predicted = links_of(choice)
-    scores = _rounded(alignment_scores(predicted, sure))
+    scores = scored(predicted)
     diagonal = [diagonal_alignment(*g.sizes) for g in gold]
     report: dict[str, Any] = {
         "method": "forced decoding of the reference; attention merged to words; each "
@@ -232,19 +289,20 @@ def alignment_report(
         **({"swapped": True} if swapped else {}),  # English -> Greek
         **scores,
         "skipped": skipped,
-        "diagonal": _rounded(alignment_scores(diagonal, sure)),
+        "diagonal": scored(diagonal),
     }
+    if gold and gold[0].pair is not None:  # the grammar lab: where the links go wrong
+        report["by_phenomenon"] = phenomenon_scores(predicted, gold)
     # Which decoder step aligns target word t: the chosen matrix read at t + k.
     report["by_offset"] = [
-        {"offset": k, **_rounded(alignment_scores(links_of(replace(choice, offset=k)), sure))}
-        for k in OFFSETS
+        {"offset": k, **scored(links_of(replace(choice, offset=k)))} for k in OFFSETS
     ]
     if choice.transformer and weights:
         rows = []
         for layer in range(1, choice.layers + 1):
             for head in [*range(1, choice.heads + 1), None]:
                 pick = replace(choice, layer=layer, head=head)
-                row = _rounded(alignment_scores(links_of(pick), sure))
+                row = scored(links_of(pick))
                 rows.append({"layer": layer, "head": head or "mean", **row})
         report["by_head"] = rows
     per_example: list[set[tuple[int, int]] | None] = [None] * len(examples)

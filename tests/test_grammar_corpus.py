@@ -1,0 +1,122 @@
+"""`data.corpus: grammar`: the grammar lab prepared like any corpus (a word-level vocabulary,
+the token store, gold links and causes in files), and `attnmt evaluate` scoring the
+attention against its sure and possible links, by phenomenon."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from attnmt.cli import main
+from attnmt.config import load_config
+from attnmt.config.checks import GRAMMAR_PAIRS
+from attnmt.data import grammar
+from attnmt.data.alignments import parse_pharaoh
+from attnmt.data.grammar_corpus import grammar_pairs
+from attnmt.data.preparation import prepare
+from attnmt.errors import ConfigError
+from attnmt.inference.alignment import alignment_scores
+from attnmt.training import train
+
+SMALL = [
+    "data.corpus=grammar",
+    "data.synthetic_train_size=300",
+    "data.synthetic_dev_size=12",
+    "data.grammar_train_words=[2, 8]",
+    "data.grammar_dev_words=[2, 8]",
+    "data.grammar_test_words=[10, 14]",
+]
+
+
+def test_the_config_names_the_pairs_the_generator_makes():
+    assert GRAMMAR_PAIRS == grammar.PAIRS
+
+
+def test_bad_grammar_keys_are_refused_in_one_sentence():
+    with pytest.raises(ConfigError, match=r"data\.grammar_pair.*en-fr"):
+        load_config(None, ["data.corpus=grammar", "data.grammar_pair=en-xx"])
+    with pytest.raises(ConfigError, match="grammar_test_words must be"):
+        load_config(None, ["data.corpus=grammar", "data.grammar_test_words=[9, 3]"])
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("grammar-cache")
+    cfg = load_config(None, [*SMALL, f"data.cache_dir={cache}"])
+    return cfg, prepare(cfg.data)
+
+
+def test_prepared_like_any_corpus_with_its_gold_in_files(prepared):
+    cfg, data = prepared
+    pairs = grammar_pairs(cfg.data)
+    assert [len(data.split(n)) for n in ("train", "dev", "test")] == [300, 12, 12]
+    # one token a word, both languages in one vocabulary: ids decode to the very words
+    first = data.test[0]
+    assert first.src == " ".join(pairs["test"][0].src)
+    assert data.vocab.src is data.vocab.tgt
+    assert len(first.src_ids) == len(first.src.split())
+    # the test split is longer than anything in training
+    longest_train = max(len(ex.src.split()) for ex in data.train)
+    assert longest_train <= 8 < 10 <= min(len(ex.src.split()) for ex in data.test)
+    gold = data.directory / "gold"
+    for split in ("train", "dev", "test", "all"):
+        chosen = pairs[split] if split != "all" else [p for n in pairs for p in pairs[n]]
+        sure = (gold / f"{split}.sure").read_text(encoding="utf-8").splitlines()
+        possible = (gold / f"{split}.possible").read_text(encoding="utf-8").splitlines()
+        causes = (gold / f"{split}.causes.jsonl").read_text(encoding="utf-8").splitlines()
+        src = (gold / f"{split}.src").read_text(encoding="utf-8").splitlines()
+        assert len(sure) == len(possible) == len(causes) == len(src) == len(chosen)
+        for line_s, line_p, line_c, text, pair in zip(
+            sure, possible, causes, src, chosen, strict=True
+        ):
+            assert parse_pharaoh(line_s) == set(pair.sure)
+            assert set(pair.sure) <= parse_pharaoh(line_p) == set(pair.possible)
+            record = json.loads(line_c)
+            assert [set(c) for c in record["causes"]] == [set(c) for c in pair.causes]
+            assert len(record["phenomena"]) == len(pair.tgt) and text == " ".join(pair.src)
+    assert data.stats["gold_links"]["test"] == sum(len(p.sure) for p in pairs["test"])
+
+
+def test_evaluate_scores_the_attention_against_sure_and_possible_links(prepared, tmp_path, capsys):
+    cfg, _ = prepared
+    run = tmp_path / "run"
+    overrides = [
+        *SMALL,
+        f"data.cache_dir={cfg.data.cache_dir}",
+        "data.batch_tokens=200",
+        *("model.embed_size=8", "model.hidden_size=8", "train.max_steps=3"),
+        *("train.validate_every=3", "train.valid_sentences=2", "train.precision=fp32"),
+        f"train.run_dir={run}",
+    ]
+    train(load_config(None, overrides), progress=False)
+    assert main(["evaluate", str(run), "--limit", "5"]) == 0
+    capsys.readouterr()
+    (result,) = [json.loads(p.read_text()) for p in (run / "eval").glob("test-*.json")]
+    alignment = result["alignment"]
+    assert alignment["sentences"] == 5 and sum(alignment["skipped"].values()) == 0
+    pairs = grammar_pairs(cfg.data)["test"][:5]
+    # the counts are those of the lab's links, possible ones included (P ⊇ S)
+    assert alignment["sure"] == sum(len(p.sure) for p in pairs)
+    assert alignment["possible"] == sum(len(p.possible) for p in pairs)
+    predicted = [parse_pharaoh(line) for line in
+                 (run / "eval" / alignment["file"]).read_text().splitlines()]  # fmt: skip
+    want = alignment_scores(predicted, [p.sure for p in pairs], [p.possible for p in pairs])
+    assert alignment["aer"] == pytest.approx(want["aer"], abs=1e-4)
+    rows = alignment["by_phenomenon"]
+    assert {"crossing", "not crossing", "plain"} <= set(rows)
+    assert rows["crossing"]["sure"] + rows["not crossing"]["sure"] == alignment["sure"]
+    for row in rows.values():
+        assert 0.0 <= row["precision"] <= 1.0 and 0.0 <= row["recall"] <= 1.0
+
+
+def test_the_docs_show_the_rules_the_generator_follows():
+    """docs/data.md's rule tables are `rule_table(pair)`, row for row."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "data.md").read_text(encoding="utf-8")
+    for pair in grammar.PAIRS:
+        table = text.split(f"<!-- grammar-rules: {pair} -->\n", 1)[1].split("\n\n", 1)[0]
+        rows = [line.strip("|").split(" | ") for line in table.splitlines()[2:]]
+        shown = [tuple(cell.strip().replace("\\|", "|") for cell in row) for row in rows]
+        assert shown == list(grammar.rule_table(pair)), pair
