@@ -70,8 +70,12 @@ def saved_tally(trainer, batch) -> dict:
         "saved_mb": round(sum(by_dtype.values()) / 2**20, 1),
         "saved_mb_by_dtype": {k: round(v / 2**20, 1) for k, v in by_dtype.most_common()},
         "largest": [
-            {"shape": list(s[0]), "dtype": s[1], "count": shapes[s], "mb": round(
-                sizes[s] * shapes[s] / 2**20, 1)}
+            {
+                "shape": list(s[0]),
+                "dtype": s[1],
+                "count": shapes[s],
+                "mb": round(sizes[s] * shapes[s] / 2**20, 1),
+            }
             for s in largest
         ],
     }
@@ -109,6 +113,26 @@ def measure_here(config: str, precision: str, batch_tokens: int, steps: int) -> 
     }
 
 
+def table(lines: list[dict]) -> str:
+    """A markdown table of peak resident MB: a row per (model, batch_tokens), a column per
+    (label, precision), the last measurement of each."""
+    cells: dict[tuple, float] = {}
+    columns: list[tuple[str, str]] = []
+    rows: list[tuple[str, int]] = []
+    for line in lines:
+        column, row = (line["label"], line["precision"]), (line["model"], line["batch_tokens"])
+        cells[row + column] = line["peak_rss_mb"]
+        columns += [column] if column not in columns else []
+        rows += [row] if row not in rows else []
+    header = "| model | batch_tokens | " + " | ".join(f"{a} {p} MB" for a, p in columns) + " |"
+    out = [header, "|---|---:|" + "---:|" * len(columns)]
+    for model, tokens in rows:
+        values = [cells.get((model, tokens, *c)) for c in columns]
+        shown = [f"{v:,.0f}" if v is not None else "" for v in values]
+        out.append(f"| {model} | {tokens:,} | " + " | ".join(shown) + " |")
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="+")
@@ -117,7 +141,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2, help="steps before the tallied one")
     parser.add_argument("--label", default="", help="written with each line (before/after)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--table", action="store_true", help="print the results file as a markdown table"
+    )
     args = parser.parse_args()
+    if args.table:
+        lines = [json.loads(x) for x in RESULTS.read_text(encoding="utf-8").splitlines()]
+        print(table([x for x in lines if Path(x["config"]).name in
+                     {Path(c).name for c in args.configs}]))  # fmt: skip
+        return
     if args.child:  # one measurement: configs[0], precision[0], batch_tokens[0]
         result = measure_here(args.configs[0], args.precision[0], args.batch_tokens[0], args.steps)
         print(json.dumps(result))
