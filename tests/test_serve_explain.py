@@ -14,6 +14,7 @@ from attnmt.data.images import canvas_text
 from attnmt.explain import METHODS, explain
 from attnmt.explain.methods import GRADIENT_METHODS
 from attnmt.inference import Translator, load_run
+from attnmt.inference.records import flat_record, sentence_record
 from attnmt.inference.vision import pixel_map
 from attnmt.serve import RunDecoder, Settings, create_app
 
@@ -72,7 +73,7 @@ def test_each_method_as_the_translator_gives_it(client, runs, name, method):
     (line,) = answer.json()["translations"]
     library = Translator(loaded(runs[name]), explain=method, ig_steps=STEPS, need_weights=True)
     (sentence,) = library.translate([SENTENCE])
-    record = library.record(sentence)
+    record = flat_record(sentence_record(sentence, library.vocab, library.choice), library.choice)
     assert line["translation"] == record["translation"]
     # One matrix: the method's, the alignment read off it.
     (only,) = line["attention"]

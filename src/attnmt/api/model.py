@@ -13,15 +13,15 @@ from attnmt.devices import pick_device
 from attnmt.errors import UserError
 from attnmt.explain import check_method
 from attnmt.explain.methods import explain as explain_pairs
-from attnmt.inference import Translator
+from attnmt.inference import Sentence, Translator
 from attnmt.inference.attention_maps import run_attention
 from attnmt.inference.ensemble import load_ensemble
 from attnmt.inference.quantize import quantize_model
+from attnmt.inference.records import scored_record, sentence_record
 from attnmt.inference.scoring import score_pairs
 from attnmt.inference.translator import source_limit
 from attnmt.runtime.model import is_export
 from attnmt.runtime.runs import load_export
-from attnmt.views.records import sentence_record
 from attnmt.views.results import Comparison, Translated, Translations
 
 
@@ -150,68 +150,15 @@ class Model:
                         translator.choice,
                         ig_steps=ig_steps,
                     )
-            items.append(Translated(self._record(translator, sentence, explanations), self.name))
+            record = sentence_record(
+                sentence,
+                self.vocab,
+                translator.choice,
+                threshold=translator.threshold,
+                explanations=explanations,
+            )
+            items.append(Translated(record, self.name))
         return items[0] if single else Translations(items)
-
-    def _record(self, translator, sentence, explanations) -> dict[str, Any]:
-        result = sentence.translation
-        if result is None:
-            return {  # an empty line: empty out, as `attnmt translate` answers it
-                "line": sentence.line,
-                "source": "",
-                "translation": "",
-                "score": 0.0,
-                "log_prob": 0.0,
-                "truncated": False,
-                "source_words": [],
-                "target_words": [],
-                "source_pieces": [],
-                "target_pieces": [],
-                "alignment": "",
-                "links": [],
-                "attention": [],
-                "default_attention": 0,
-            }
-        record = sentence_record(
-            self.vocab,
-            sentence.source,
-            sentence.ids,
-            result.tokens,
-            result.text,
-            result.weights,
-            translator.choice,
-            explanations=explanations,
-            threshold=translator.threshold,
-            extra={
-                "line": sentence.line,
-                "score": round(result.score, 6),
-                "log_prob": round(result.log_prob or 0.0, 6),
-                "truncated": sentence.truncated,
-            },
-        )
-        if explanations:
-            record["explanations"] = [
-                {
-                    "method": e.method,
-                    "ms": round(1000 * e.seconds, 1),
-                    "forward": e.forward,
-                    "backward": e.backward,
-                    "completeness_error": e.completeness,
-                }
-                for e in explanations
-            ]
-        if result.nbest is not None:
-            record["nbest"] = [
-                {
-                    "translation": self.vocab.tgt.decode(h.tokens),
-                    "score": round(h.score, 6),
-                    "log_prob": round(h.log_prob, 6),
-                }
-                for h in result.nbest
-            ]
-        # The prefix, the search and the alternatives as `attnmt translate` writes them.
-        record.update(translator.steering_record(sentence))
-        return record
 
     # --- scoring and aligning -------------------------------------------------------------
 
@@ -242,28 +189,18 @@ class Model:
         has_attention = bool(getattr(self.loaded.model, "uses_attention", True))
         sources = [" ".join(s.split()) for s in sources]
         targets = [" ".join(t.split()) for t in targets]
+        encoded = [self.vocab.src.encode(s) for s in sources]
         ids = [
-            (self.vocab.src.encode(s)[:limit], self.vocab.tgt.encode(t))
-            for s, t in zip(sources, targets, strict=True)
+            (src[:limit], self.vocab.tgt.encode(t)) for src, t in zip(encoded, targets, strict=True)
         ]
         scored = score_pairs(self.loaded.model, ids, alpha=alpha, need_weights=has_attention)
         items = []
-        for src, tgt, (src_ids, tgt_ids), result in zip(sources, targets, ids, scored, strict=True):
-            record = sentence_record(
-                self.vocab,
-                src,
-                src_ids,
-                tgt_ids,
-                tgt,
-                result.weights,
-                choice,
-                threshold=threshold,
-                extra={
-                    "target": tgt,
-                    "score": round(result.score, 6),
-                    "log_prob": round(result.log_prob, 6),
-                    "token_log_probs": [round(x, 4) for x in result.token_log_probs],
-                },
+        for n, (src, tgt, (src_ids, tgt_ids), result) in enumerate(
+            zip(sources, targets, ids, scored, strict=True)
+        ):
+            sentence = Sentence(n + 1, src, src_ids, truncated=len(encoded[n]) > limit)
+            record = scored_record(
+                sentence, tgt, tgt_ids, result, self.vocab, choice, threshold=threshold
             )
             items.append(Translated(record, self.name))
         return items[0] if single else Translations(items)

@@ -27,14 +27,12 @@ from attnmt.cli.options import (
     split_runs,
 )
 from attnmt.config import IMAGE_MODELS
-from attnmt.data.alignments import format_pharaoh
 from attnmt.data.files import STDIN, read_parallel, read_tsv
 from attnmt.errors import UserError
-from attnmt.inference import labels, source_limit
-from attnmt.inference.alignment import source_words, target_words, word_view
-from attnmt.inference.attention_maps import aligning, run_attention, select
+from attnmt.inference import Sentence, source_limit
+from attnmt.inference.attention_maps import run_attention
+from attnmt.inference.records import flat_record, scored_record
 from attnmt.inference.scoring import score_pairs
-from attnmt.inference.search_json import rounded_matrix
 
 CHUNK_PAIRS = 512  # pairs scored together: output streams, and weights stay bounded
 
@@ -115,33 +113,12 @@ def run(args: argparse.Namespace) -> int:
             for (n, src, tgt), (src_ids, tgt_ids), result, was_cut in zip(
                 todo, ids, scored, cut, strict=True
             ):
-                record: dict[str, Any] = {
-                    "line": n,
-                    "source": src,
-                    "target": tgt,
-                    "score": round(result.score, 6),
-                    "log_prob": round(result.log_prob, 6),
-                    "truncated": was_cut,
-                    "target_pieces": labels(vocab.tgt, tgt_ids),
-                    "token_log_probs": [round(x, 4) for x in result.token_log_probs],
-                }
-                if need_weights:
-                    words = word_view(
-                        aligning(result.weights, choice),
-                        source_words(vocab.src, src, len(src_ids)),
-                        target_words(vocab.tgt, tgt_ids, tgt),
-                    )
-                    record.update(
-                        attention=choice.as_dict(),
-                        source_words=words.src_words,
-                        target_words=words.tgt_words,
-                        alignment=format_pharaoh(words.links),
-                        links=[list(link) for link in sorted(words.links)],
-                        word_weights=rounded_matrix(words.word_weights),
-                        source_pieces=labels(vocab.src, src_ids),
-                        subword_weights=rounded_matrix(select(result.weights, choice)),
-                    )
-                lines[n] = format_line(record, args.alignments)
+                sentence = Sentence(n, src, src_ids, truncated=was_cut)
+                maps = "aligning" if need_weights else None  # the plain lines need none
+                record = scored_record(
+                    sentence, tgt, tgt_ids, result, vocab, choice, links=need_weights, maps=maps
+                )
+                lines[n] = format_line(flat_record(record, choice), args.alignments)
             for n, _ in chunk:
                 out.write(lines[n] + "\n")
             out.flush()

@@ -35,6 +35,7 @@ from attnmt.data.files import read_lines
 from attnmt.errors import UserError
 from attnmt.explain.names import scale_of
 from attnmt.inference.attention_choice import labels
+from attnmt.inference.records import flat_record, search_record, sentence_record
 from attnmt.inference.translator import Sentence, Translator
 
 CHUNK_LINES = 256  # lines decoded together: output streams, and weights stay bounded
@@ -315,7 +316,7 @@ class _Session:
             "translation": "" if result is None else result.text,
             "search": None
             if result is None
-            else self.translator.search_record(sentence, heads=True),
+            else search_record(sentence, self.vocab, self.translator.choice, heads=True),
         }
 
     def _format(self, sentence: Sentence) -> str:
@@ -323,9 +324,16 @@ class _Session:
         if result is not None and self.args.plot:
             self._plot(sentence)
         if self.args.alignments == "json":
-            record = self.translator.record(sentence)
-            record.pop("search", None)  # in --search-json's file, not on every line
-            return json.dumps(record, ensure_ascii=False)
+            choice = self.translator.choice
+            record = sentence_record(  # the search is in --search-json's file, not here
+                sentence,
+                self.vocab,
+                choice,
+                maps="aligning",
+                threshold=self.translator.threshold,
+                search=False,
+            )
+            return json.dumps(flat_record(record, choice), ensure_ascii=False)
         if self.args.alternatives is not None:
             return self._alternative_lines(sentence)
         if self.args.n_best > 1:

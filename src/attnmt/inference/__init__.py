@@ -6,7 +6,8 @@
     sentence.translation.text, translator.words(sentence).links
 
 Modules: `search` (greedy and beam search, both returning attention weights),
-`translator` (text in, hypotheses with weights out), `runs` (loading a run),
+`translator` (text in, hypotheses with weights out), `records` (what became of a sentence
+as JSON-ready data, the one record every face shows), `runs` (loading a run),
 `attention_maps` (which matrix counts, forced decoding, plot files), `alignment`
 (subwords to words, links, AER) and `evaluation` (decode a split and score it).
 

@@ -8,7 +8,8 @@ weights and word alignments out.
 
 `translate_ids` (attnmt.inference.decode_ids) is the engine under it. Sources longer than
 `source_limit` subwords are cut there (and reported), so one very long
-line cannot exhaust memory: decoding time and memory grow with S x T.
+line cannot exhaust memory: decoding time and memory grow with S x T. What became of a
+sentence, as every face shows it, is `attnmt.inference.records.sentence_record`.
 """
 
 from __future__ import annotations
@@ -18,16 +19,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attnmt.config import IMAGE_MODELS
-from attnmt.data.alignments import format_pharaoh
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import BOS, EOS, PAD
 from attnmt.errors import UserError
 from attnmt.inference.alignment import WordView, source_words, target_words, word_view
 from attnmt.inference.array_ops import model_ops
-from attnmt.inference.attention_choice import aligning, labels, run_attention, select
+from attnmt.inference.attention_choice import aligning, run_attention
 from attnmt.inference.decode_ids import Translation, translate_ids
 from attnmt.inference.search import Hypothesis, StepHook, alternatives
-from attnmt.inference.search_json import rounded_matrix, search_record, steering_record
 
 NOT_WORDS = (PAD, BOS, EOS)  # ids a prefix cannot force
 
@@ -313,69 +312,3 @@ class Translator:
             target_words(self.vocab.tgt, hyp.tokens, text),
             threshold=self.threshold,
         )
-
-    def search_record(self, sentence: Sentence, *, heads: bool = False) -> dict[str, Any]:
-        """The sentence's recorded search as JSON-ready data (`search_json`)."""
-        return search_record(self, sentence, heads=heads)
-
-    def steering_record(self, sentence: Sentence) -> dict[str, Any]:
-        """The sentence's "prefix", "search" and "alternatives", those it has."""
-        return steering_record(self, sentence)
-
-    def record(self, sentence: Sentence) -> dict[str, Any]:
-        """Everything about one sentence as JSON-ready data (the `--alignments json` line)."""
-        result = sentence.translation
-        record: dict[str, Any] = {
-            "line": sentence.line,
-            "source": sentence.source,
-            "translation": "" if result is None else result.text,
-            "score": 0.0 if result is None else round(result.score, 6),
-            "log_prob": 0.0 if result is None else round(result.log_prob or 0.0, 6),
-            "truncated": sentence.truncated,
-            "attention": self.choice.as_dict(),
-        }
-        if sentence.explanation is not None:  # the weights below are this method's
-            done = sentence.explanation
-            record["explanation"] = {
-                "method": done.method,
-                "ms": round(1000 * done.seconds, 1),
-                "forward": done.forward,
-                "backward": done.backward,
-                **(
-                    {"completeness_error": round(done.completeness, 5)}
-                    if done.completeness is not None
-                    else {}
-                ),
-            }
-        if result is None:
-            empty: dict[str, Any] = {"source_words": [], "target_words": [], "alignment": ""}
-            empty.update(links=[], word_weights=[], source_pieces=[], target_pieces=[])
-            record.update(empty, subword_weights=[])
-            return record
-        words = self.words(sentence)
-        record.update(
-            source_words=words.src_words,
-            target_words=words.tgt_words,
-            alignment=format_pharaoh(words.links),
-            links=[list(link) for link in sorted(words.links)],
-            word_weights=rounded_matrix(words.word_weights),
-            source_pieces=labels(self.vocab.src, sentence.ids),
-            target_pieces=labels(self.vocab.tgt, result.tokens),
-            subword_weights=rounded_matrix(select(result.weights, self.choice)),
-        )
-        if self.choice.members:  # an ensemble: each member's matrix, the mean above
-            record["member_weights"] = [
-                rounded_matrix(result.weights[:, m]) for m in range(self.choice.members)
-            ]
-        record.update(self.steering_record(sentence))
-        if result.nbest is not None:
-            record["nbest"] = [
-                {
-                    "translation": self.vocab.tgt.decode(h.tokens),
-                    "score": round(h.score, 6),
-                    "log_prob": round(h.log_prob, 6),
-                    "alignment": format_pharaoh(self.words(sentence, h).links),
-                }
-                for h in result.nbest
-            ]
-        return record

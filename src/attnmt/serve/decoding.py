@@ -18,38 +18,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnmt.config import IMAGE_MODELS
-from attnmt.data.alignments import format_pharaoh
 from attnmt.errors import UserError
 from attnmt.explain import METHODS, check_method, explain
-from attnmt.explain.names import ATTENTION_METHODS
-from attnmt.inference import LoadedRun, Sentence, Translation, Translator
-from attnmt.inference.alignment import source_words, target_words, word_view
-from attnmt.inference.attention_maps import (
-    AttentionChoice,
-    every_choice,
-    labels,
-    select,
-)
+from attnmt.inference import LoadedRun, Sentence, Translator
+from attnmt.inference.attention_maps import labels
+from attnmt.inference.records import scored_record, sentence_record
 from attnmt.inference.scoring import score_pairs
-from attnmt.inference.search_json import alternative_record, rounded_matrix
 from attnmt.models.vision import cell_boxes
 from attnmt.serve.budget import LineSize, refusal
 from attnmt.serve.images import ImageRun
 from attnmt.serve.info_schemas import AttentionInfo, BestDev, Limits, ModelInfo
-from attnmt.serve.schemas import (
-    MAX_BEAM,
-    AttentionMap,
-    ExplanationInfo,
-    ImageResult,
-    LineResult,
-    ScoreResult,
-)
-from attnmt.serve.search_schemas import AlternativeResult, PrefixInfo, SearchRecord
+from attnmt.serve.schemas import MAX_BEAM, ImageResult, LineResult, ScoreResult
 from attnmt.serve.stream import step_event
 from attnmt.serve.validation import clean_line
 from attnmt.serve.worker import Options
-
-DIGITS = 5  # decimals of scores in answers (weights: `rounded_matrix`)
 
 
 @dataclass(frozen=True)
@@ -310,96 +292,27 @@ class RunDecoder:
             )
         for (sentence, tgt_ids), one, why in zip(todo, scored, explained, strict=True):
             text = results[sentence.line - 1].translation
-            weights = one.weights if why is None else why.matrix
-            sentence.translation = Translation(
-                text, tgt_ids, one.score, weights, log_prob=one.log_prob
-            )
             sentence.explanation = why
-            result = self._result(translator, sentence, options, line=sentence.line)
-            results[sentence.line - 1] = ScoreResult(
-                **result.model_dump(),
-                token_log_probs=[round(x, DIGITS) for x in one.token_log_probs],
+            record = scored_record(
+                sentence, text, tgt_ids, one, translator.vocab, self.default, **_shown(options)
             )
+            record.pop("target")  # a served score's `translation` is the target given
+            results[sentence.line - 1] = ScoreResult(**record)
         return results
 
     def _result(
         self, translator: Translator, sentence: Sentence, options: Options, *, line: int
     ) -> LineResult:
-        done = sentence.translation
-        result = LineResult(line=line, source=sentence.source, translation="")
-        if done is None:  # an empty line: empty in, empty out
-            return result
-        vocab = translator.vocab
-        result.translation = done.text
-        result.truncated = sentence.truncated
-        result.score = round(done.score, DIGITS)
-        result.log_prob = round(done.log_prob or 0.0, DIGITS)
-        result.source_pieces = labels(vocab.src, sentence.ids)
-        result.target_pieces = labels(vocab.tgt, done.tokens)
-        why = sentence.explanation
-        if why is not None:
-            result.explanation = ExplanationInfo.of(why)
-        if sentence.prefix:
-            result.prefix = PrefixInfo(
-                text=vocab.tgt.decode(sentence.prefix),
-                tokens=len(sentence.prefix),
-                pieces=[str(p) for p in vocab.tgt.id_pieces(sentence.prefix)],
-                ids=list(sentence.prefix),
-            )
-        if options.search and done.search is not None:
-            result.search = SearchRecord(**translator.search_record(sentence))
-        if sentence.alternatives is not None:
-            result.alternatives = [
-                AlternativeResult(**alternative_record(translator, alt))
-                for alt in sentence.alternatives
-            ]
-        if done.weights is None or not (options.alignments or options.weights):
-            return result
-        src = source_words(vocab.src, sentence.source, len(sentence.ids))
-        tgt = target_words(vocab.tgt, done.tokens, done.text)
-        # An explanation is one (T, S) matrix, made with the default choice.
-        choices = self._choices() if options.weights and why is None else [self.default]
-        maps = []
-        for choice in choices:
-            matrix = select(done.weights, choice)
-            view = word_view(matrix, src, tgt)
-            maps.append((choice, matrix, view))
-        default = next(i for i, (choice, _, _) in enumerate(maps) if choice == self.default)
-        _, _, view = maps[default]
-        if options.alignments:
-            result.source_words, result.target_words = view.src_words, view.tgt_words
-            result.links = sorted(view.links)
-            result.alignment = format_pharaoh(view.links)
-        if options.weights:
-            reads = why is None or why.method in ATTENTION_METHODS  # the choice's attention
-            result.attention = [
-                AttentionMap(
-                    layer=choice.layer if choice.transformer and reads else None,
-                    head=choice.head if reads else None,
-                    name=_map_name(choice, why),
-                    subword=rounded_matrix(matrix),
-                    word=rounded_matrix(view.word_weights),
-                    alignment=format_pharaoh(view.links),
-                )
-                for choice, matrix, view in maps
-            ]
-            result.default_attention = default
-            result.source_words, result.target_words = view.src_words, view.tgt_words
-        return result
-
-    def _choices(self) -> list[AttentionChoice]:
-        """Every map a client can ask for: the RNN's one; each layer's mean, then its heads."""
-        return every_choice(self.default)
+        """A decoded line's answer: its record (`attnmt.inference.records`) as served."""
+        record = sentence_record(
+            sentence, translator.vocab, self.default, search=options.search, **_shown(options)
+        )
+        return LineResult(**{**record, "line": line})
 
 
-def _map_name(choice: AttentionChoice, why) -> str:
-    """ "layer 1, mean of heads"; with an explanation "rollout, layer 1, mean of heads" (the
-    attention methods of a Transformer read a choice) or "occlusion"."""
-    if why is None:
-        return choice.describe()
-    if why.method in ATTENTION_METHODS and choice.transformer:
-        return f"{why.method}, {choice.describe()}"
-    return why.method
+def _shown(options: Options) -> dict[str, Any]:
+    """What a request shows of a record: the links (`alignments`), every map (`weights`)."""
+    return {"links": bool(options.alignments), "maps": "every" if options.weights else None}
 
 
 def _side(data, side: str, *, images: bool = False) -> str:

@@ -29,13 +29,12 @@ from attnmt.data.images import Canvas, CanvasVocab
 from attnmt.explain import explain
 from attnmt.inference import LoadedRun, Sentence, Translator
 from attnmt.inference.attention_maps import AttentionChoice, labels
-from attnmt.inference.search_json import rounded_matrix
+from attnmt.inference.records import SCORE_DIGITS, explanation_record, rounded_matrix
 from attnmt.inference.vision import glimpse_path, pixel_map, split_canvases
 from attnmt.models.vision import DOWNSAMPLE, MAX_SYMBOLS, grid_size
 from attnmt.serve.info_schemas import ImageInfo
 from attnmt.serve.schemas import MAX_LEVEL, ExplanationInfo, ImageExample, ImageResult
 
-DIGITS = 5  # decimals of scores (weights: `rounded_matrix`)
 MAX_DIGITS = MAX_SYMBOLS  # symbols read in one image before the reading is cut (tasks: <= 5)
 MAX_EXAMPLES = 32  # canvases per GET /api/examples
 SPLIT = "test"  # the split examples come from: never trained on, never chosen a checkpoint
@@ -120,12 +119,12 @@ class ImageRun:
             image=index,
             text=done.text,
             truncated=len(done.tokens) >= MAX_DIGITS,
-            score=round(done.score, DIGITS),
-            log_prob=round(done.log_prob or 0.0, DIGITS),
+            score=round(done.score, SCORE_DIGITS),
+            log_prob=round(done.log_prob or 0.0, SCORE_DIGITS),
             target_pieces=labels(translator.vocab.tgt, done.tokens),
         )
         if sentence.explanation is not None:
-            result.explanation = ExplanationInfo.of(sentence.explanation)
+            result.explanation = ExplanationInfo(**explanation_record(sentence.explanation))
         if weights and done.weights is not None:
             step_weights = done.weights.float().numpy()  # (T, G) or (T, H·W)
             maps = pixel_map(step_weights, self.height, self.width)  # (T, H, W)

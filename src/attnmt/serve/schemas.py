@@ -8,7 +8,9 @@ module does not name is refused with 422, saying which field. Indices are 0-base
 
 A run reads text (`TranslateRequest`) or images (`ReadRequest`: the digit tasks of
 `attnmt.data.images`, an image a list of rows of grey levels 0..16); `ModelInfo.input`
-says which.
+says which. A line's answer (`LineResult`, `ScoreResult`) and the models in it are the
+sentence record of `attnmt.inference.records` field for field (tests/test_records.py),
+with descriptions for the OpenAPI schema.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from attnmt.explain import METHODS, scale_of
+from attnmt.explain import METHODS
 from attnmt.serve.search_schemas import (
     MAX_ALTERNATIVES,
     AlternativeResult,
@@ -191,6 +193,10 @@ class AttentionMap(BaseModel):
         description="1-based head; null for the mean over the layer's heads (or an RNN)"
     )
     name: str = Field(description='e.g. "decoder attention", "layer 2, mean of heads"')
+    method: str = Field(description='"attention", or the explanation method that made it')
+    scale: Literal["weights", "row", "signed"] = Field(
+        description="how to shade its values, as the explanation's `scale`"
+    )
     subword: list[list[float]] = Field(
         description="rows: target_pieces, columns: source_pieces (each ends with </s>)"
     )
@@ -216,23 +222,10 @@ class ExplanationInfo(BaseModel):
         "over the steps, over the sum of |change|: the integration's error",
     )
 
-    @classmethod
-    def of(cls, done: Any) -> ExplanationInfo:
-        """From an `attnmt.explain.Explanation`, rounded as `Translator.record` rounds it."""
-        error = None if done.completeness is None else round(done.completeness, 5)
-        ms = round(1000 * done.seconds, 1)
-        return cls(
-            method=done.method,
-            scale=scale_of(done.method),
-            ms=ms,
-            forward=done.forward,
-            backward=done.backward,
-            completeness_error=error,
-        )
-
 
 class LineResult(BaseModel):
-    """What became of one input line."""
+    """What became of one input line: its record (`attnmt.inference.records`), or the
+    `error` that kept it from being decoded."""
 
     line: int = Field(description="1-based position of the line in the request")
     source: str = Field(description="the line with its whitespace normalised")

@@ -1,6 +1,8 @@
 """The typed answers about a search (`POST /api/translate` with "search", "prefix" or
 "alternatives", and the stream's final answer): its nodes, the forced prefix, the
-alternatives after it. docs/decoding.md describes the fields."""
+alternatives after it. They are the records of `attnmt.inference.records` (`SearchNode`,
+`SearchRecord`, `PrefixRecord`, `AlternativeRecord`) field for field, checked by
+tests/test_records.py; docs/decoding.md describes the fields."""
 
 from __future__ import annotations
 

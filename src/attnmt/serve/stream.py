@@ -33,7 +33,7 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 
 from attnmt.errors import UserError
-from attnmt.inference.search_json import node_record
+from attnmt.inference.records import node_record
 
 _END = object()  # put when the job's future settles: no event comes after it
 POLL_SECONDS = 0.25  # how often a quiet stream checks whether its client is still there

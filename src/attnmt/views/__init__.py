@@ -1,9 +1,9 @@
 """Results that draw themselves in notebooks, and the heatmap the explorer page shares.
 
 `html` builds one self-contained HTML string per output (`heatmap.js` and `heatmap.css`
-inline, the picture drawn before any script runs); `records` builds the data it draws
-from what the library returns; `results` holds the objects `attnmt.load(...)` and friends
-return (`Translated`, `Translations`, `Comparison`, ...).
+inline, the picture drawn before any script runs) from the sentence records the library
+builds (`attnmt.inference.records`); `results` holds the objects `attnmt.load(...)` and
+friends return (`Translated`, `Translations`, `Comparison`, ...).
 """
 
 from attnmt.views.html import inline_assets, view_html

@@ -6,11 +6,12 @@
 //   const view = AttnmtHeatmap.create({ onSelect });  // view.el: a <div class="viz">
 //   view.show(record);                                  // a translation as the API gives it
 //
-// `record` is a line of POST /api/translate with "weights": true: source_words,
-// target_words, source_pieces, target_pieces, attention (a list of maps {name, word,
-// subword, alignment, and optionally method and scale}), default_attention and
-// explanation ({method, scale}). Plain DOM, no library, no network; text is always set
-// as text, never as HTML.
+// `record` is a line of POST /api/translate with "weights": true, the sentence record
+// defined once in src/attnmt/inference/records.py (SentenceRecord): source_words,
+// target_words, source_pieces, target_pieces, attention (a list of maps {name, method,
+// scale, layer, head, word, subword, alignment}: AttentionMap), default_attention and
+// explanation ({method, scale, ...}). Plain DOM, no library, no network; text is always
+// set as text, never as HTML.
 const AttnmtHeatmap = (() => {
   'use strict';
   // Build an element; strings among the children become text nodes (never HTML).

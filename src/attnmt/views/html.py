@@ -12,8 +12,9 @@ Nothing is fetched: no CDN, no require.js, no server, no kernel extension. The i
 unique per output, so any number of outputs share a page without touching each other.
 
 The records are those of the server's `POST /api/translate` with `"weights": true`
-(`attnmt.views.records` builds them): source/target words and pieces, `attention` (a
-list of maps {name, method, scale, word, subword, alignment}), `default_attention`.
+(`attnmt.inference.records.SentenceRecord`, built there): source/target words and pieces,
+`attention` (a list of maps {name, method, scale, layer, head, word, subword, alignment}),
+`default_attention`.
 """
 
 from __future__ import annotations

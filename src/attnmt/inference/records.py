@@ -1,0 +1,459 @@
+"""The record of a decoded sentence and of each node of its search: defined once (the
+TypedDicts below), built once from what the search returns, read by every face.
+
+    record = sentence_record(sentence, vocab, choice)   # a `Sentence` of the Translator
+    line = flat_record(record, choice)                  # `--alignments json`'s line
+
+The Python API's results keep it, the notebook views draw it, the server answers it (its
+`LineResult` and the models in it are these TypedDicts field for field, tests/test_records.py),
+`attnmt translate` and `score` write it, the aligning map flattened (`flat_record`).
+`SearchNode` is what `--search-json`, the server's search and stream, and tree.js carry.
+
+`attention` lists maps: the aligning one, or a Transformer's every layer's mean of heads,
+then its heads; an explanation whose matrix replaced the weights is the one map, and those
+drawn beside the attention (`explanations`) follow. The words, links and `alignment` are
+read off map `default_attention`, the one `choice` names, rows shifted by `choice.offset`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+
+from attnmt.arrays import to_numpy
+from attnmt.data.alignments import format_pharaoh
+from attnmt.explain.names import ATTENTION_METHODS, scale_of
+from attnmt.inference.alignment import (
+    SideWords,
+    WordView,
+    shift_rows,
+    source_words,
+    target_words,
+    word_view,
+)
+from attnmt.inference.attention_choice import AttentionChoice, every_choice, labels, select
+from attnmt.inference.decode_ids import Translation
+
+if TYPE_CHECKING:
+    from attnmt.explain.methods import Explanation
+    from attnmt.inference.search_tree import Node
+    from attnmt.inference.translator import Alternative, Sentence
+
+SCORE_DIGITS = 6  # decimals of scores and log-probabilities
+WEIGHT_DIGITS = 5  # ... of weights, and of an explanation's completeness error
+SEARCH_DIGITS = 4  # ... of a search node's numbers (a search has hundreds of nodes)
+
+
+# --- the definitions --------------------------------------------------------------------
+
+
+class AttentionMap(TypedDict):
+    """One matrix of a sentence (T + 1, S + 1), at the subword and the word level."""
+
+    name: str  # "decoder attention", "layer 2, head 1", "occlusion", ...
+    method: str  # "attention", or the explanation method that made the matrix
+    scale: str  # how to shade it (attnmt.plotting.SCALES)
+    layer: int | None  # 1-based Transformer layer the matrix reads; null otherwise
+    head: int | None  # 1-based head; null for a layer's mean of heads (and an RNN)
+    subword: list[list[float]]  # rows target_pieces, columns source_pieces
+    word: list[list[float]]  # rows target_words, columns source_words
+    alignment: str  # the word links read off this map, Pharaoh i-j
+
+
+class ExplanationRecord(TypedDict):
+    """What an explanation method did and cost (`attnmt.explain`)."""
+
+    method: str
+    scale: str
+    ms: float  # the explanation's time, not the decoding's
+    forward: int  # sequences passed forward to explain the output
+    backward: int  # ... and backward (the gradient methods)
+    completeness_error: float | None  # integrated gradients' relative error
+
+
+class NbestEntry(TypedDict):
+    """One hypothesis of an n-best list."""
+
+    translation: str
+    score: float
+    log_prob: float
+    alignment: str  # empty without weights
+
+
+class PrefixRecord(TypedDict):
+    """The target subwords forced at the start of the translation."""
+
+    text: str
+    tokens: int
+    pieces: list[str]
+    ids: list[int]  # the prefix to send again
+
+
+class AlternativeRecord(TypedDict):
+    """A subword that could follow the prefix, and the translation it leads to."""
+
+    token: int
+    piece: str  # the subword after the prefix
+    prob: float  # its probability there
+    log_prob_token: float
+    translation: str  # prefix, subword and the search's completion
+    score: float
+    log_prob: float  # of the whole output
+    target_pieces: list[str]
+    subword_weights: NotRequired[list[list[float]]]  # with weights
+
+
+class SearchNode(TypedDict):
+    """One candidate of a recorded search: `piece` appended to its parent's hypothesis."""
+
+    id: int
+    parent: int | None  # the node it extends; null for the root
+    depth: int  # subwords from the root
+    token: int
+    piece: str
+    status: str  # root, forced, kept, pruned, finished, ended (`search_tree`)
+    log_prob: float  # the subword's
+    cum_log_prob: float  # the hypothesis', what beams rank
+    score: float  # cum_log_prob over the length penalty of `depth` subwords
+    best: bool  # on the path of the best finished hypothesis
+    rank: int | None  # a finished node's place in the n-best list
+    rejected: list[list[Any]]  # [piece, log_prob] of best next subwords that went nowhere
+    attention: list[float] | None  # the aligning map's row that made the subword
+    attention_heads: NotRequired[list[list[list[float]]]]  # --search-json: [layer][head][source]
+
+
+class SearchRecord(TypedDict):
+    """A sentence's recorded search (`attnmt.inference.search_tree`)."""
+
+    beam: int
+    alpha: float
+    source_pieces: list[str]
+    nodes: list[SearchNode]
+    nbest: list[int]  # ids of the returned hypotheses' finished nodes, best first
+
+
+class SentenceRecord(TypedDict):
+    """Everything about one decoded (or scored) sentence."""
+
+    line: int
+    source: str  # whitespace normalised
+    translation: str  # a scored pair: the target given
+    truncated: bool  # the source was cut to the run's longest
+    score: float  # log_prob over the length penalty
+    log_prob: float  # log P(translation, </s> | source)
+    source_pieces: list[str]  # the subwords read, then </s>
+    target_pieces: list[str]  # the subwords written, then </s>
+    source_words: list[str]  # the words `links` index (with links or maps)
+    target_words: list[str]
+    alignment: str  # Pharaoh i-j: source word i, target word j
+    links: list[list[int]]  # the same links as [i, j] pairs
+    attention: list[AttentionMap] | None  # with maps
+    default_attention: int | None  # the map the links are read off
+    explanation: NotRequired[ExplanationRecord]  # the method whose matrix the weights are
+    explanations: NotRequired[list[ExplanationRecord]]  # those drawn beside the attention
+    member_weights: NotRequired[list[list[list[float]]]]  # an ensemble's, aligning map
+    nbest: NotRequired[list[NbestEntry]]
+    prefix: NotRequired[PrefixRecord]
+    search: NotRequired[SearchRecord]
+    alternatives: NotRequired[list[AlternativeRecord]]
+    target: NotRequired[str]  # a scored pair: the target given
+    token_log_probs: NotRequired[list[float]]  # a scored pair: each of target_pieces'
+
+
+# --- the sentence -----------------------------------------------------------------------
+
+
+def sentence_record(
+    sentence: Sentence,
+    vocab: Any,
+    choice: AttentionChoice,
+    *,
+    links: bool = True,
+    maps: Literal["every", "aligning"] | None = "every",
+    threshold: float | None = None,
+    explanations: Sequence[Explanation] = (),
+    search: bool = True,
+) -> SentenceRecord:
+    """Everything about one decoded sentence as JSON-ready data.
+
+    `links`: the word alignment (else `alignment` "" and `links` []); `maps`: "every" map
+    the model has, the "aligning" one, or None (`attention` null); the words are given
+    with either. `threshold` links a target word to every source word weighing that much
+    too. `explanations` (`attnmt.explain.Explanation`s) are drawn after the attention.
+    `search`: the recorded search, when the sentence has one. A blank line gives an empty
+    record.
+    """
+    result = sentence.translation
+    record: SentenceRecord = {
+        "line": sentence.line,
+        "source": sentence.source,
+        "translation": "" if result is None else result.text,
+        "truncated": sentence.truncated,
+        "score": 0.0 if result is None else round(result.score, SCORE_DIGITS),
+        "log_prob": 0.0 if result is None else round(result.log_prob or 0.0, SCORE_DIGITS),
+        "source_pieces": [],
+        "target_pieces": [],
+        "source_words": [],
+        "target_words": [],
+        "alignment": "",
+        "links": [],
+        "attention": None if maps is None else [],
+        "default_attention": None,
+    }
+    if result is None:  # a blank line: nothing was decoded
+        return record
+    record["source_pieces"] = labels(vocab.src, sentence.ids)
+    record["target_pieces"] = labels(vocab.tgt, result.tokens)
+    why = sentence.explanation
+    if why is not None:
+        record["explanation"] = explanation_record(why)
+    if not (links or maps is not None or explanations or result.nbest is not None):
+        return _steered(record, sentence, vocab, choice, search)  # no words asked for
+    src = source_words(vocab.src, sentence.source, len(sentence.ids))
+    tgt = target_words(vocab.tgt, result.tokens, result.text)
+    drawn, default = _maps(result, why, choice, maps, src, tgt, threshold)
+    drawn += [_map(e.method, e.method, e.matrix, src, tgt, threshold) for e in explanations]
+    if links or maps is not None:
+        record["source_words"], record["target_words"] = src.words, tgt.words
+    if links and drawn:
+        view = drawn[default][1]
+        record["alignment"] = format_pharaoh(view.links)
+        record["links"] = [list(link) for link in sorted(view.links)]
+    if maps is not None:
+        record["attention"] = [entry for entry, _ in drawn]
+        record["default_attention"] = default if drawn else None
+    if explanations:
+        record["explanations"] = [explanation_record(e) for e in explanations]
+    weights = None if result.weights is None else to_numpy(result.weights)
+    if choice.members and weights is not None and weights.ndim == 3:  # (T, M, S)
+        record["member_weights"] = [rounded_matrix(weights[:, m]) for m in range(choice.members)]
+    if result.nbest is not None:
+        record["nbest"] = [_nbest_entry(h, src, vocab, choice, threshold) for h in result.nbest]
+    return _steered(record, sentence, vocab, choice, search)
+
+
+def _steered(
+    record: SentenceRecord, sentence: Sentence, vocab: Any, choice: AttentionChoice, search: bool
+) -> SentenceRecord:
+    """The record with the sentence's "prefix", "search" (if asked) and "alternatives"."""
+    if sentence.prefix:
+        record["prefix"] = {
+            "text": vocab.tgt.decode(sentence.prefix),
+            "tokens": len(sentence.prefix),
+            "pieces": [str(p) for p in vocab.tgt.id_pieces(sentence.prefix)],
+            "ids": list(sentence.prefix),
+        }
+    if search and sentence.translation is not None and sentence.translation.search is not None:
+        record["search"] = search_record(sentence, vocab, choice)
+    if sentence.alternatives is not None:
+        alts = sentence.alternatives
+        record["alternatives"] = [alternative_record(a, vocab.tgt, choice) for a in alts]
+    return record
+
+
+def scored_record(
+    sentence: Sentence,
+    target: str,
+    target_ids: Sequence[int],
+    scored: Any,
+    vocab: Any,
+    choice: AttentionChoice,
+    **options: Any,
+) -> SentenceRecord:
+    """The record of a scored pair (`scored`, from `attnmt.inference.scoring.score_pairs`):
+    `sentence_record`'s (`options`) of `target` as the translation of `sentence`, with
+    `target` and each target subword's log-probability (`token_log_probs`, </s> last). An
+    explanation of the sentence replaces its weights."""
+    why = sentence.explanation
+    weights = scored.weights if why is None else why.matrix
+    done = Translation(target, list(target_ids), scored.score, weights, log_prob=scored.log_prob)
+    record = sentence_record(replace(sentence, translation=done), vocab, choice, **options)
+    record["target"] = target
+    record["token_log_probs"] = [round(x, SCORE_DIGITS) for x in scored.token_log_probs]
+    return record
+
+
+def flat_record(record: SentenceRecord, choice: AttentionChoice) -> dict[str, Any]:
+    """The record as `attnmt translate` and `attnmt score` write it with `--alignments
+    json` (docs/decoding.md): the aligning map as `subword_weights` and `word_weights`,
+    and `attention` saying which map that is (`AttentionChoice.as_dict`)."""
+    chosen = (record["attention"] or [None])[record["default_attention"] or 0]  # None: no map
+    flat: dict[str, Any] = {k: v for k, v in record.items() if k != "default_attention"}
+    flat["attention"] = choice.as_dict()
+    flat["word_weights"] = [] if chosen is None else chosen["word"]
+    flat["subword_weights"] = [] if chosen is None else chosen["subword"]
+    return flat
+
+
+def explanation_record(done: Explanation) -> ExplanationRecord:
+    """What an explanation method did and cost (`attnmt.explain.Explanation`)."""
+    error = done.completeness
+    return {
+        "method": done.method,
+        "scale": scale_of(done.method),
+        "ms": round(1000 * done.seconds, 1),
+        "forward": done.forward,
+        "backward": done.backward,
+        "completeness_error": None if error is None else round(error, WEIGHT_DIGITS),
+    }
+
+
+def rounded_matrix(matrix: Any) -> list[list[float]]:
+    """A weight matrix as JSON-ready rows of floats (`WEIGHT_DIGITS` decimals)."""
+    return [[round(float(x), WEIGHT_DIGITS) for x in row] for row in matrix]
+
+
+def _maps(
+    result: Translation,
+    why: Explanation | None,
+    choice: AttentionChoice,
+    maps: Literal["every", "aligning"] | None,
+    src: SideWords,
+    tgt: SideWords,
+    threshold: float | None,
+) -> tuple[list[tuple[AttentionMap, WordView]], int]:
+    """The maps of the decoded weights, each with its word view, and the index of the one
+    `choice` names. An explanation's matrix, made with `choice`, is the one map."""
+    if result.weights is None:
+        return [], 0
+    choices = [choice]
+    if maps == "every" and why is None:  # each keeps the offset that aligns words
+        choices = [replace(c, offset=choice.offset) for c in every_choice(choice)]
+    drawn = []
+    for one in choices:
+        method, name = "attention", one.describe()
+        reads = why is None or why.method in ATTENTION_METHODS  # the choice's attention
+        if why is not None:
+            method = why.method
+            name = f"{method}, {name}" if reads and one.transformer else method
+        layer = one.layer if one.transformer and reads else None
+        head = one.head if reads else None
+        matrix = select(result.weights, one)
+        drawn.append(_map(name, method, matrix, src, tgt, threshold, one.offset, layer, head))
+    return drawn, choices.index(choice) if choice in choices else 0
+
+
+def _map(
+    name: str,
+    method: str,
+    matrix: Any,
+    src: SideWords,
+    tgt: SideWords,
+    threshold: float | None,
+    offset: int = 0,
+    layer: int | None = None,
+    head: int | None = None,
+) -> tuple[AttentionMap, WordView]:
+    """One map: its matrices at both levels, the word alignment they give, its view."""
+    matrix = to_numpy(matrix)  # (T, S)
+    view = _view(matrix, offset, src, tgt, threshold)
+    entry: AttentionMap = {
+        "name": name,
+        "method": method,
+        "scale": scale_of(method),
+        "layer": layer,
+        "head": head,
+        "subword": rounded_matrix(matrix),
+        "word": rounded_matrix(view.word_weights),
+        "alignment": format_pharaoh(view.links),
+    }
+    return entry, view
+
+
+def _view(
+    matrix: Any, offset: int, src: SideWords, tgt: SideWords, threshold: float | None
+) -> WordView:
+    """Words and links of a (T, S) matrix, row t read from step t + `offset`."""
+    return word_view(shift_rows(to_numpy(matrix), offset), src, tgt, threshold=threshold)
+
+
+def _nbest_entry(
+    hyp: Any, src: SideWords, vocab: Any, choice: AttentionChoice, threshold: float | None
+) -> NbestEntry:
+    """One hypothesis of an n-best list, its links read as the best's are."""
+    text = vocab.tgt.decode(hyp.tokens)
+    links: set = set()
+    if hyp.weights is not None:
+        tgt = target_words(vocab.tgt, hyp.tokens, text)
+        links = _view(select(hyp.weights, choice), choice.offset, src, tgt, threshold).links
+    return {
+        "translation": text,
+        "score": round(hyp.score, SCORE_DIGITS),
+        "log_prob": round(hyp.log_prob, SCORE_DIGITS),
+        "alignment": format_pharaoh(links),
+    }
+
+
+# --- the alternatives and the search ---------------------------------------------------
+
+
+def alternative_record(alt: Alternative, tgt: Any, choice: AttentionChoice) -> AlternativeRecord:
+    """One of `Translator.alternatives`' answers: the subword after the prefix, its
+    probability there, the completed translation, its scores and attention."""
+    done = alt.translation
+    record: AlternativeRecord = {
+        "token": alt.token,
+        "piece": str(tgt.id_pieces([alt.token])[0]),
+        "prob": round(math.exp(alt.log_prob), SCORE_DIGITS),
+        "log_prob_token": round(alt.log_prob, SCORE_DIGITS),
+        "translation": done.text,
+        "score": round(done.score, SCORE_DIGITS),
+        "log_prob": round(done.log_prob or 0.0, SCORE_DIGITS),
+        "target_pieces": labels(tgt, done.tokens),
+    }
+    if done.weights is not None:
+        record["subword_weights"] = rounded_matrix(select(done.weights, choice))
+    return record
+
+
+def search_record(
+    sentence: Sentence, vocab: Any, choice: AttentionChoice, *, heads: bool = False
+) -> SearchRecord:
+    """A sentence's recorded search (`Translator(record_search=True)`), see `node_record`."""
+    result = sentence.translation
+    if result is None or result.search is None:
+        raise ValueError("search_record() needs a translation made with record_search")
+    tree = result.search
+    return {
+        "beam": tree.beam,
+        "alpha": tree.alpha,
+        "source_pieces": labels(vocab.src, sentence.ids),
+        "nodes": [node_record(n, vocab.tgt, choice, heads=heads) for n in tree.nodes],
+        "nbest": list(tree.nbest),
+    }
+
+
+def node_record(
+    node: Node, tgt: Any, choice: AttentionChoice, *, heads: bool = False
+) -> SearchNode:
+    """One node of a recorded search (`--search-json`, the server's "search" and its
+    stream). `attention`: the row of the run's aligning map (`choice`); with `heads`, a
+    Transformer's every layer and head too (`attention_heads`, L×H×S)."""
+    d = SEARCH_DIGITS
+    pieces = tgt.id_pieces([t for t, _ in node.rejected])
+    record: SearchNode = {
+        "id": node.id,
+        "parent": node.parent,
+        "depth": node.depth,
+        "token": node.token,
+        "piece": str(tgt.id_pieces([node.token])[0]),
+        "status": node.status,
+        "log_prob": round(node.log_prob, d),
+        "cum_log_prob": round(node.cum_log_prob, d),
+        "score": round(node.score, d),
+        "best": node.best,
+        "rank": node.rank,
+        "rejected": [
+            [str(piece), round(lp, d)] for piece, (_, lp) in zip(pieces, node.rejected, strict=True)
+        ],
+        "attention": None,
+    }
+    if node.weights is not None:
+        record["attention"] = [round(float(w), d) for w in select(node.weights[None], choice)[0]]
+        if heads and node.weights.ndim == 3:
+            record["attention_heads"] = [
+                [[round(float(w), d) for w in head] for head in layer] for layer in node.weights
+            ]
+    return record
