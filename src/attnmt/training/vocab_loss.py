@@ -84,9 +84,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             x = x_all[rows].to(compute)  # (n, D)
             y = target[rows]  # (n,)
             keep = y != ignore_index  # (n,)
-            z = (x @ w.t()).to(acc)  # (n, V) logits
-            if b is not None:
-                z += b
+            z = (torch.addmm(b.to(compute), x, w.t()) if b is not None else x @ w.t()).to(acc)
             lse = torch.logsumexp(z, dim=-1)  # (n,)
             picked = z.gather(1, y.clamp(min=0).unsqueeze(1)).squeeze(1)  # z_y: (n,)
             plain = torch.where(keep, lse - picked, 0.0)  # -log p(y): (n,)
@@ -104,7 +102,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
             d_z.scatter_add_(
                 1, y.clamp(min=0).unsqueeze(1), d_z.new_full((len(y), 1), smoothing - 1.0)
             )
-            d_z *= keep.unsqueeze(1)  # ignored rows: no gradient
+            ignored = (~keep).nonzero().squeeze(1)
+            if ignored.numel():  # padding rows: no gradient (a few rows, not a pass over all)
+                d_z.index_fill_(0, ignored, 0.0)
             d_zc = d_z.to(compute)
             d_x[rows] = d_zc @ w  # (n, D)
             d_w += d_zc.t() @ x  # (V, D)
