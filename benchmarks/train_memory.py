@@ -144,9 +144,10 @@ def main() -> None:
     parser.add_argument(
         "--table", action="store_true", help="print the results file as a markdown table"
     )
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the JSON-lines file")
     args = parser.parse_args()
     if args.table:
-        lines = [json.loads(x) for x in RESULTS.read_text(encoding="utf-8").splitlines()]
+        lines = [json.loads(x) for x in args.results.read_text(encoding="utf-8").splitlines()]
         print(table([x for x in lines if Path(x["config"]).name in
                      {Path(c).name for c in args.configs}]))  # fmt: skip
         return
@@ -166,8 +167,8 @@ def main() -> None:
                     sys.exit(f"{config} {precision} {tokens}: {done.stderr[-2000:]}")
                 result = json.loads(done.stdout.strip().splitlines()[-1])
                 result["label"] = args.label
-                RESULTS.parent.mkdir(parents=True, exist_ok=True)
-                with RESULTS.open("a", encoding="utf-8") as out:
+                args.results.parent.mkdir(parents=True, exist_ok=True)
+                with args.results.open("a", encoding="utf-8") as out:
                     out.write(json.dumps(result) + "\n")
                 print(
                     f"{result['model']:12} {precision:5} {tokens:5} tokens: peak "
