@@ -108,7 +108,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
             d_zc = d_z.to(compute)
             d_x[rows] = d_zc @ w  # (n, D)
             d_w += d_zc.t() @ x  # (V, D)
-            d_b += d_z.sum(dim=0)
+            if b is not None:
+                d_b += d_z.sum(dim=0)
         ctx.mark_non_differentiable(nll)
         if grad:
             ctx.save_for_backward(d_x, d_w, d_b)
