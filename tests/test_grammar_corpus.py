@@ -16,6 +16,7 @@ from attnmt.data.alignments import parse_pharaoh
 from attnmt.data.grammar_corpus import grammar_pairs
 from attnmt.data.preparation import prepare
 from attnmt.errors import ConfigError
+from attnmt.explain.measures import cause_links
 from attnmt.inference.alignment import alignment_scores
 from attnmt.training import train
 
@@ -90,7 +91,7 @@ def test_evaluate_scores_the_attention_against_sure_and_possible_links(prepared,
         f"train.run_dir={run}",
     ]
     train(load_config(None, overrides), progress=False)
-    assert main(["evaluate", str(run), "--limit", "5"]) == 0
+    assert main(["evaluate", str(run), "--limit", "5", "--explain", "attention"]) == 0
     capsys.readouterr()
     (result,) = [json.loads(p.read_text()) for p in (run / "eval").glob("test-*.json")]
     alignment = result["alignment"]
@@ -108,6 +109,14 @@ def test_evaluate_scores_the_attention_against_sure_and_possible_links(prepared,
     assert rows["crossing"]["sure"] + rows["not crossing"]["sure"] == alignment["sure"]
     for row in rows.values():
         assert 0.0 <= row["precision"] <= 1.0 and 0.0 <= row["recall"] <= 1.0
+    # the explanations are scored against the causes, not the links: the attention read
+    # as an explanation gives the same links as above, scored against other gold
+    explained = result["explanations"]
+    assert explained["gold"] == "causes"
+    causes = [cause_links(p, len(p.src)) for p in pairs]
+    assert any(c != set(p.sure) for c, p in zip(causes, pairs, strict=True))
+    want = alignment_scores(predicted, causes)
+    assert explained["methods"]["attention"]["aer"] == pytest.approx(100 * want["aer"], abs=0.01)
 
 
 def test_the_docs_show_the_rules_the_generator_follows():

@@ -235,3 +235,37 @@ def test_recording_costs_nothing_when_off():
     src, mask = _batch(SOURCES)
     hyps = beam_search(model, src, mask, beam_size=3)
     assert all(h.node is None for n in hyps for h in n)
+
+
+@pytest.mark.parametrize("name", list(RANDOM_MODELS))
+def test_forced_lengths_give_exactly_that_many_tokens_and_their_true_score(name):
+    """Greedy decoding with `exact_lengths`: EOS barred before, forced after; the score is
+    what `attnmt score` gives the output; without them the search is what it was."""
+    from attnmt.inference.decode_ids import translate_ids
+
+    model = _random_model(name)
+    src, mask = _batch(SOURCES)
+    want = [1, 7, 12]  # shorter, longer than the sources, and past the default limit
+    hyps = greedy(model, src, mask, exact_lengths=torch.tensor(want), max_len_ratio=1.0)
+    assert [len(h.tokens) for h in hyps] == want
+    for source, hyp in zip(SOURCES, hyps, strict=True):
+        assert EOS not in hyp.tokens
+        (scored,) = score_pairs(model, [(source, hyp.tokens)])
+        assert hyp.log_prob == pytest.approx(scored.log_prob, abs=1e-4)
+    # translate_ids batches by length and keeps the order of `lengths` with its sources
+    out = translate_ids(model, SOURCES, lambda ids: " ".join(map(str, ids)), exact_lengths=want)
+    assert [len(t.tokens) for t in out] == want
+    # A model that wants to stop at once: without exact lengths it does (the option is
+    # off unless given), with them it writes the given number of tokens all the same.
+    step = model.step
+
+    def eager_to_stop(*args, **kwargs):
+        logits, state, weights = step(*args, **kwargs)
+        return logits + 100.0 * (torch.arange(logits.shape[-1]) == EOS), state, weights
+
+    model.step = eager_to_stop
+    assert [h.tokens for h in greedy(model, src, mask)] == [[], [], []]
+    forced = greedy(model, src, mask, exact_lengths=torch.tensor(want))
+    assert [len(h.tokens) for h in forced] == want
+    with pytest.raises(ValueError, match="greedy"):
+        translate_ids(model, SOURCES, str, exact_lengths=want, beam_size=2)

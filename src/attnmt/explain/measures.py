@@ -1,7 +1,9 @@
 """Is an explanation true? Each method measured on the same sentences of a trained run:
 
 - **AER** against gold links (the Greek→English verses, or a synthetic task's known
-  answer): the method's matrix read exactly as the attention is (`aligning`'s step offset,
+  answer), and on the grammar lab against the exact *causes* of each target word (the
+  source words whose same-category substitution changes it, `GrammarPair.causes`: a
+  French article's cause is its noun, not *the*): the method's matrix read exactly as the attention is (`aligning`'s step offset,
   subwords merged to words, each target word linked to its highest-scoring source word).
 - **Deletion and insertion** (Samek et al. 2017; Petsiuk et al. 2018): source words are
   ranked by the explanation's total over the target (each word's column sum), then
@@ -58,11 +60,18 @@ class Item:
 
 
 def items_of(loaded: Any, examples: Sequence[Any], limit: int, sentences: int) -> list[Item]:
-    """The first `sentences` examples with gold links (when the corpus has them), else the
-    first `sentences` examples with their references."""
+    """The first `sentences` examples with gold links (when the corpus has them; on the
+    grammar lab its causes, `cause_links`), else the first `sentences` examples with their
+    references."""
     gold, _ = gold_pairs(loaded, examples, limit)
     if gold:
-        return [Item(g.src_ids, g.tgt_ids, g.source, g.target, g.links) for g in gold[:sentences]]
+        return [
+            Item(
+                g.src_ids, g.tgt_ids, g.source, g.target,
+                g.links if g.pair is None else cause_links(g.pair, len(g.source.words)),
+            )
+            for g in gold[:sentences]
+        ]  # fmt: skip
     vocab, out = loaded.vocab, []
     for ex in examples[:sentences]:
         src_ids, tgt_ids = vocab.src.encode(ex.src)[:limit], vocab.tgt.encode(ex.tgt)
@@ -70,6 +79,13 @@ def items_of(loaded: Any, examples: Sequence[Any], limit: int, sentences: int) -
         target = source_words(vocab.tgt, ex.tgt, len(tgt_ids))
         out.append(Item(src_ids, tgt_ids, source, target, None))
     return out
+
+
+def cause_links(pair: Any, source_words: int) -> set[tuple[int, int]]:
+    """A grammar pair's causes as links (source word, target word): every source word whose
+    substitution changes target word j (`GrammarPair.causes`), those within the first
+    `source_words` (a source cut at the run's length limit loses the rest)."""
+    return {(i, j) for j, found in enumerate(pair.causes) for i in found if i < source_words}
 
 
 def word_ranking(matrix: np.ndarray, source: SideWords, target: SideWords) -> list[int]:
@@ -155,6 +171,7 @@ def explanation_report(
         rankings["random"].append(order)
     report: dict[str, Any] = {"sentences": len(items), "methods": {}}
     if has_gold:
+        report["gold"] = "causes" if loaded.cfg.data.corpus == "grammar" else "links"
         sure = [item.links for item in items]
         diagonal = [diagonal_alignment(len(i.source.words), len(i.target.words)) for i in items]
         report["diagonal"] = _aer(alignment_scores(diagonal, sure))
@@ -215,7 +232,7 @@ def markdown_rows(report: dict[str, Any]) -> list[str]:
         "sufficiency (lower is better) at 10/20/50% of the words. docs/explain.md.",
         "",
         "| method | "
-        + ("AER (%) | " if gold else "")
+        + (f"AER vs {report.get('gold', 'links')} (%) | " if gold else "")
         + "deletion AUC | insertion AUC | compr. | suff. | vs random | ms/sentence "
         "| passes fwd/bwd |",
         "|---|" + ("---:|" if gold else "") + "---:|---:|---:|---:|---|---:|---:|",

@@ -48,6 +48,7 @@ def translate_ids(
     prefixes: Sequence[Sequence[int] | None] | None = None,
     record_search: bool = False,
     on_step: StepHook | None = None,
+    exact_lengths: Sequence[int] | None = None,
 ) -> list[Translation]:
     """Translate source id lists (without EOS: it is added, as the batcher does) in batches.
 
@@ -56,6 +57,8 @@ def translate_ids(
     sentence's `SearchTree` (greedy search is then beam search with K = 1, which finds the
     same); `on_step(index, nodes)` is called with each step's new nodes, `index` the
     source's position in `sources`.
+    `exact_lengths` (greedy only): output i has exactly exact_lengths[i] tokens before its
+    EOS (the reference's length, say: a model's words judged apart from where it stops).
 
     `decode_text(ids) -> str` detokenizes; `progress` (a tqdm bar or None) is advanced by
     the number of sentences in each batch. The output keeps the input order. An output
@@ -68,6 +71,10 @@ def translate_ids(
         T = len(tokens) + 1 and S = len(source) + 1 (the EOS on each side), padding cut off.
     """
     ops = model_ops(model)
+    if exact_lengths is not None and (beam_size, n_best, record_search) != (1, 1, False):
+        raise ValueError("output lengths can be forced in greedy decoding only (beam 1)")
+    if exact_lengths is not None and len(exact_lengths) != len(sources):
+        raise ValueError(f"{len(exact_lengths)} output lengths for {len(sources)} sources")
     if max_len is None:
         max_len = model.max_output_tokens
     was_training = getattr(model, "training", False)  # a torch module; an export has none
@@ -100,6 +107,9 @@ def translate_ids(
                             max_len=max_len,
                             need_weights=need_weights,
                             prefix=prefix,
+                            exact_lengths=None
+                            if exact_lengths is None
+                            else ops.tensor([exact_lengths[i] for i in batch], ops.long),
                         )
                     ]
                 else:

@@ -82,19 +82,25 @@ def greedy(
     need_weights: bool = False,
     prefix: Tensor | None = None,
     start: Start | None = None,
+    exact_lengths: Tensor | None = None,
 ) -> list[Hypothesis]:
     """Greedy decoding of a batch, one hypothesis per sentence, scored as beam search
     scores (`alpha`: the length penalty's exponent; it ranks nothing here). With `prefix`
-    (or a `start` made by `begin`), the output begins with the forced tokens.
+    (or a `start` made by `begin`), the output begins with the forced tokens. With
+    `exact_lengths`, sentence b has exactly exact_lengths[b] tokens before its EOS (EOS is barred
+    before, forced after): a model that cannot decide where to stop is then judged on its
+    words alone (Newman et al. 2020).
 
     Shapes:
-        src, src_mask: (B, S); prefix: (B, P)
+        src, src_mask: (B, S); prefix: (B, P); exact_lengths: (B,)
     """
     ops = array_ops(model, src)
     batch = src.shape[0]
     if start is None:
         start = begin(model, src, src_mask, prefix, need_weights=need_weights)
     limits = output_limits(src_mask, max_len_ratio, max_len, start, ops)
+    if exact_lengths is not None:
+        limits = (exact_lengths + 1).clip(min=start.length + 1)  # the EOS included
     memory, state, prev = start.memory, start.state, start.prev
     finished = ops.full((batch,), False, ops.bool)
     lengths = ops.full((batch,), start.length, ops.long)
@@ -108,6 +114,8 @@ def greedy(
         logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
         scores = ops.log_softmax(logits)  # (B, V)
         scores[:, NEVER_EMITTED] = float("-inf")  # not words: never output
+        if exact_lengths is not None:  # no EOS before the given length
+            scores[:, EOS] = ops.where(step < limits - 1, float("-inf"), scores[:, EOS])
         best = ops.argmax(scores)
         best = ops.where(step >= limits - 1, EOS, best)
         log_probs += ops.where(finished, 0.0, ops.take(scores, best[:, None])[:, 0])
