@@ -3,8 +3,9 @@
 - **AER** against gold links (the Greek→English verses, or a synthetic task's known
   answer), and on the grammar lab against the exact *causes* of each target word (the
   source words whose same-category substitution changes it, `GrammarPair.causes`: a
-  French article's cause is its noun, not *the*): the method's matrix read exactly as the attention is (`aligning`'s step offset,
-  subwords merged to words, each target word linked to its highest-scoring source word).
+  French article's cause is its noun, not *the*): the method's matrix read exactly as
+  the attention is (`aligning`'s step offset, subwords merged to words, each target word
+  linked to its highest-scoring source word).
 - **Deletion and insertion** (Samek et al. 2017; Petsiuk et al. 2018): source words are
   ranked by the explanation's total over the target (each word's column sum), then
   replaced by <unk> (every piece of the word; the length stays the same) in that order,
