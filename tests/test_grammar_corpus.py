@@ -129,3 +129,30 @@ def test_the_docs_show_the_rules_the_generator_follows():
         rows = [line.strip("|").split(" | ") for line in table.splitlines()[2:]]
         shown = [tuple(cell.strip().replace("\\|", "|") for cell in row) for row in rows]
         assert shown == list(grammar.rule_table(pair)), pair
+
+
+def test_align_runs_eflomal_on_the_gold_files_with_sure_and_possible_links(
+    prepared, tmp_path, capsys
+):
+    pytest.importorskip("eflomal", reason="eflomal is installed by `make setup`")
+    from attnmt.data.alignments import read_pharaoh
+
+    cfg, data = prepared
+    gold = data.directory / "gold"
+    pairs = [p for split in grammar_pairs(cfg.data).values() for p in split]
+    out = tmp_path / "align"
+    files = ["--src", str(gold / "all.src"), "--tgt", str(gold / "all.tgt")]
+    both = ["--gold", str(gold / "all.sure"), "--possible", str(gold / "all.possible")]
+    assert main(["align", *files, *both, "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    scores = report["scores"]["all"]["grow-diag-final-and"]
+    found = read_pharaoh(out / "grow-diag-final-and.align")
+    want = alignment_scores(found, [p.sure for p in pairs], [p.possible for p in pairs])
+    assert scores["aer"] == pytest.approx(want["aer"], abs=1e-4)
+    assert scores["possible"] == sum(len(p.possible) for p in pairs) > scores["sure"]
+    # the two files the wrong way round: refused in one sentence, nothing written
+    capsys.readouterr()
+    swapped = ["--gold", str(gold / "all.possible"), "--possible", str(gold / "all.sure")]
+    assert main(["align", *files, *swapped, "--out", str(tmp_path / "x")]) == 2
+    assert "the possible links include the sure ones" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -2,6 +2,8 @@
 
     attnmt align                                    # the Greek-English gold corpus
     attnmt align --src train.de --tgt train.en --out align/   # any parallel text
+    attnmt align --src gold/all.src --tgt gold/all.tgt --gold gold/all.sure \
+        --possible gold/all.possible --out align/             # the grammar lab's gold
 
 Without `--src`, every verse of the Greek→English corpus with gold links (all 27 books,
 `attnmt data show alignments`) is aligned at once, as unsupervised aligners are used: they
@@ -52,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --src/--tgt: gold links (Pharaoh i-j, one line a pair) to score against",
     )
     parser.add_argument(
+        "--possible",
+        metavar="FILE",
+        help="with --gold: the possible links too (sure ones included, one line a pair), "
+        "for AER with sure and possible links (Och & Ney)",
+    )
+    parser.add_argument(
         "--out",
         metavar="DIR",
         help="where to write (default runs/eflomal-grc-en; required with --src)",
@@ -79,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("give both --src and --tgt (parallel text), or neither (gold corpus)")
     if args.gold and not args.src:
         raise UserError("--gold scores links of --src/--tgt; the gold corpus has its own")
+    if args.possible and not args.gold:
+        raise UserError("--possible goes with --gold (the sure links it includes)")
     if args.length <= 0:
         raise UserError(f"--length must be positive, got {args.length}")
     if args.src and not args.out:
@@ -89,9 +99,14 @@ def run(args: argparse.Namespace) -> int:
     if args.src:
         ids, src, tgt = _read_text(Path(args.src), Path(args.tgt))
         gold = _read_gold(Path(args.gold), len(ids)) if args.gold else None
+        if args.possible:
+            possible = _read_gold(Path(args.possible), len(ids))
+            _check_possible(Path(args.possible), gold, possible)
         scored = {"all": list(range(len(ids)))} if gold else {}
     else:
         ids, src, tgt, gold, scored = _gold_corpus()
+    if not args.possible:
+        possible = gold
     print(f"aligning {len(ids):,} sentence pairs with eflomal (both directions)...")
     forward, reverse = eflomal_links(src, tgt, length=args.length)
     links = {
@@ -106,14 +121,15 @@ def run(args: argparse.Namespace) -> int:
         "pairs": len(ids),
         "symmetrize": args.symmetrize,
         "note": "unsupervised: trained on every pair it aligns, the scored ones included",
+        "possible": args.possible,  # AER with sure and possible links when given
         "scores": {},
     }
     if gold is not None:
         diagonal = [diagonal_alignment(len(s), len(t)) for s, t in zip(src, tgt, strict=True)]
         for split, rows in scored.items():
-            sure = [gold[i] for i in rows]
+            sure, maybe = [gold[i] for i in rows], [possible[i] for i in rows]
             table = {
-                name: _rounded(alignment_scores([found[i] for i in rows], sure))
+                name: _rounded(alignment_scores([found[i] for i in rows], sure, maybe))
                 for name, found in {**links, "diagonal": diagonal}.items()
             }
             report["scores"][split] = table
@@ -159,6 +175,18 @@ def _read_gold(path: Path, pairs: int):
             "both sides; give one line of gold links per pair"
         )
     return gold
+
+
+def _check_possible(path: Path, sure, possible) -> None:
+    """Possible links include the sure ones (P ⊇ S), line for line."""
+    for number, (s, p) in enumerate(zip(sure, possible, strict=True), start=1):
+        missing = sorted(s - p)
+        if missing:
+            i, j = missing[0]
+            raise UserError(
+                f"line {number} of {path} lacks the sure link {i}-{j} of --gold; the possible "
+                "links include the sure ones: give the file of both (gold/SPLIT.possible)"
+            )
 
 
 def _print_scores(split: str, table: dict) -> None:
