@@ -32,10 +32,13 @@ settled" otherwise (McCoy et al. 2020: seeds differ most out of distribution).
 
 Resumable: every run is an ordinary run directory OUT/NAME (training resumes where it
 stopped) with its measures in OUT/NAME/claims.json once done; run the command again and
-only what is missing is done. Each run trains in its own process (`--jobs` at a time, one
-thread each when several). The full budget writes benchmarks/results/claims.jsonl (one
-line per run), the table between the markers of docs/results.md and the figures
-docs/results/claims-*.png; the smoke budget writes OUT/claims.md and OUT/claims.jsonl.
+only what is missing is done. At the full budget the records committed in
+benchmarks/results/claims.jsonl count as done too, so the run goes on from them on
+another machine (each record names the machine it was measured on). Each run trains in
+its own process (`--jobs` at a time, one thread each when several). The full budget
+writes benchmarks/results/claims.jsonl (one line per run), the table between the markers
+of docs/results.md and the figures docs/results/claims-*.png; the smoke budget writes
+OUT/claims.md and OUT/claims.jsonl.
 """
 
 from __future__ import annotations
@@ -192,13 +195,33 @@ def run_one(spec: Spec, budget: str, out: Path) -> dict[str, Any]:
     from attnmt.config import load_config
     from attnmt.training import train
 
+    started = time.monotonic()
     cfg = load_config(CONFIG, overrides_of(spec, budget, out))
     run_dir = out / spec.name
     latest = run_dir / "checkpoints" / "latest.json"
     step = json.loads(latest.read_text())["step"] if latest.is_file() else 0
     if step < cfg.train.max_steps:
         train(cfg, resume=latest.is_file(), progress=False)
-    return measure(spec, budget, run_dir)
+    record = measure(spec, budget, run_dir)
+    # this session's seconds (a resumed run: since it resumed) and where they were spent
+    return {**record, "seconds": round(time.monotonic() - started, 1), "machine": machine()}
+
+
+def machine() -> str:
+    """The CPU and its notable flags, as every figure of results.md names it."""
+    from attnmt.devices import NOTABLE_FLAGS, cpu_flags, cpu_model
+
+    flags = ", ".join(sorted(cpu_flags() & NOTABLE_FLAGS)) or "no notable flags"
+    return f"{cpu_model()} ({flags})"
+
+
+def committed(budget: str) -> dict[str, dict[str, Any]]:
+    """The full budget's records already in benchmarks/results/claims.jsonl, by name: the
+    run goes on from them on another machine (run directories are not committed)."""
+    if budget != "full" or not RESULTS.is_file():
+        return {}
+    rows = [json.loads(line) for line in RESULTS.read_text(encoding="utf-8").splitlines()]
+    return {r["name"]: r for r in rows}
 
 
 def measure(spec: Spec, budget: str, run_dir: Path) -> dict[str, Any]:
@@ -292,12 +315,13 @@ def aligner_baselines(budget: str, pair: str, out: Path) -> dict[str, Any]:
     bag-of-words aligner (each target word to the source word it co-occurs with most,
     Dice over the training split, position ignored) and eflomal (full budget; run on all
     splits at once, as unsupervised aligners are; three times, its sampler is not
-    seedable). Cached in OUT/baselines-PAIR.json."""
+    seedable). Kept in claims-baselines-PAIR.json (benchmarks/results/ for the full budget,
+    committed with the runs' records; OUT for the smoke budget)."""
     from attnmt.config import load_config
     from attnmt.data.grammar_corpus import grammar_pairs
     from attnmt.inference.alignment import alignment_scores, diagonal_alignment
 
-    cache = out / f"baselines-{pair}.json"
+    cache = (RESULTS.parent if budget == "full" else out) / f"claims-baselines-{pair}.json"
     if cache.is_file():
         return json.loads(cache.read_text())
     cfg = load_config(CONFIG, ["data.corpus=grammar", f"data.grammar_pair={pair}",
@@ -358,19 +382,21 @@ def report(out: Path, budget: str, specs: list[Spec], wall: float | None) -> Pat
     """Gather every finished run's record; write the jsonl, the tables and the figures."""
     from claims_report import figures, tables
 
-    from attnmt.devices import NOTABLE_FLAGS, cpu_flags, cpu_model
-
-    records = [
-        json.loads((out / s.name / "claims.json").read_text())
-        for s in specs
-        if (out / s.name / "claims.json").is_file()
-    ]
+    found = committed(budget)
+    for s in specs:
+        if (out / s.name / "claims.json").is_file():
+            found[s.name] = json.loads((out / s.name / "claims.json").read_text())
+    records = [found[s.name] for s in specs if s.name in found]
+    for r in records:  # records written before runs named their machine: this one's
+        r.setdefault("machine", machine())
     pairs = sorted({r["pair"] for r in records if "C6" in r["claims"]})
     baselines = {p: aligner_baselines(budget, p, out) for p in pairs}
-    flags = ", ".join(sorted(cpu_flags() & NOTABLE_FLAGS)) or "no notable flags"
+    machines = sorted({r["machine"] for r in records}) or [machine()]
+    hours = sum(r.get("seconds", 0.0) for r in records) / 3600
     lines = [
-        f"Budget `{budget}`: {len(records)} of {len(specs)} runs measured; {cpu_model()} "
-        f"({flags}), {os.cpu_count()} cores"
+        f"Budget `{budget}`: {len(records)} of {len(specs)} runs measured on "
+        f"{'; '.join(machines)}, 2 cores, two runs at a time: {hours:.1f} hours of run time "
+        "(training and measuring, summed over runs)"
         + (f"; this invocation took {wall / 60:.0f} min." if wall else "."),
         "Each cell: mean ± sd [min–max] (seeds).",
         "",
@@ -419,7 +445,8 @@ def run_all(specs: list[Spec], args: argparse.Namespace, out: Path) -> None:
     """Each missing run in its own process, `args.jobs` at a time; a failed run is
     reported with its log and the others go on."""
     out.mkdir(parents=True, exist_ok=True)
-    todo = [s for s in specs if not (out / s.name / "claims.json").is_file()]
+    done = committed(args.budget)
+    todo = [s for s in specs if s.name not in done and not (out / s.name / "claims.json").is_file()]
     env = dict(os.environ)
     if args.jobs > 1:
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")

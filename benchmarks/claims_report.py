@@ -507,7 +507,7 @@ def crossing_heatmaps(runs: Sequence[Record], folder: Path, out: Path) -> list[P
 
     written: list[Path] = []
     for r in runs:
-        if r["seed"] != 1:
+        if r["seed"] != 1 or not (out / r["name"]).is_dir():  # not on this machine: kept
             continue
         loaded = load_run(out / r["name"])
         dev = grammar_pairs(loaded.cfg.data)["dev"]
