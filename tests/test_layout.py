@@ -1,10 +1,16 @@
-"""The package's map stays readable (README.md, "Layout"): no import circles, nothing
-imports the commands, imports at the top of modules, no file past 600 lines."""
+"""The package's map stays readable (README.md, "Layout"): no import circles, between
+modules or between packages, nothing imports the commands, imports at the top of modules, no
+file past 600 lines.
+
+An import is an import wherever it is written: at the top of a module or inside a function
+(a lazy import still makes its module depend on the other), so the graph below has both;
+only those under `if TYPE_CHECKING:` (names for type checkers, never run) are left out."""
 
 from __future__ import annotations
 
 import ast
 import tomllib
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -22,20 +28,14 @@ LAZY_IMPORTS = {
     # Loading a config stays free of torch; model checks import it when they run.
     ("attnmt.config.checks", "torch"),
     ("attnmt.config.checks", "attnmt.attention"),
-    ("attnmt.config.checks", "attnmt.devices"),
-    ("attnmt.config.checks", "attnmt.data.alignments"),
     # `attnmt data list` reads the corpus database without torch and sentencepiece.
     ("attnmt.cli.data", "attnmt.data.preparation"),
     ("attnmt.cli.data", "attnmt.data.alignments"),
     ("attnmt.cli.data", "attnmt.data.images"),
-    ("attnmt.config.checks", "attnmt.data.images"),
     # scikit-learn (the digits) and matplotlib load only when canvases are made or drawn.
     ("attnmt.data.images", "sklearn.datasets"),
     ("attnmt.data.images", "matplotlib.figure"),
     ("attnmt.data.images", "matplotlib.patches"),
-    # A translator explains its hypotheses when asked; `attnmt.explain` reads the attention
-    # maps and forced decoding of `attnmt.inference`, which imports the translator first.
-    ("attnmt.inference.translator", "attnmt.explain.methods"),
     # eflomal is optional (it builds from source): its absence is explained when it is used.
     ("attnmt.inference.aligners", "eflomal"),
     # `import attnmt` stays light (no torch) for the commands and runtimes without it; the
@@ -97,7 +97,55 @@ def imports(path: Path) -> tuple[list[str], list[str]]:
     return [n for n in top if n.startswith("attnmt")], nested
 
 
-GRAPH = {name: sorted(set(imports(path)[0])) for name, path in MODULES.items()}
+def depends_on(path: Path) -> list[str]:
+    """The attnmt modules a module imports, at the top or inside functions."""
+    top, nested = imports(path)
+    return sorted({n for n in [*top, *nested] if n.split(".")[0] == "attnmt"})
+
+
+GRAPH = {name: depends_on(path) for name, path in MODULES.items()}
+
+
+def package_of(name: str) -> str | None:
+    """The room a module is in: its subpackage (`attnmt.data` for `attnmt.data.bible`), or
+    the module itself at the top (`attnmt.errors`). None for the root package, which every
+    import runs first (its `__version__`, and the Python API it loads on first use)."""
+    return ".".join(name.split(".")[:2]) if "." in name else None
+
+
+def package_edges() -> dict[str, dict[str, list[str]]]:
+    """package -> {each package it imports: the module imports that make the edge}."""
+    edges: dict[str, dict[str, list[str]]] = {}
+    for name, deps in GRAPH.items():
+        for dep in deps:
+            low, high = package_of(name), package_of(dep)
+            if low is not None and high is not None and low != high:
+                edges.setdefault(low, {}).setdefault(high, []).append(f"{name} -> {dep}")
+    return edges
+
+
+PACKAGE_EDGES = package_edges()
+PACKAGE_GRAPH = {package: sorted(edges) for package, edges in PACKAGE_EDGES.items()}
+
+
+def circles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """One circle for each edge that closes one (a depth-first search's back edges)."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    found: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in graph.get(node, []):
+            if state.get(dep) == 1:
+                found.append([*path[path.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep, [*path, dep])
+        state[node] = 2
+
+    for name in graph:
+        if name not in state:
+            visit(name, [name])
+    return found
 
 
 def test_the_layout_has_its_rooms():
@@ -125,10 +173,14 @@ def test_nothing_outside_cli_imports_cli():
 
 def test_lower_layers_never_import_higher_ones():
     layers = {
+        # The checks name what the corpora have (`attnmt.config.corpora`), which
+        # `attnmt.data` reads a data section with.
+        "attnmt.config": ("attnmt.data", "attnmt.models", "attnmt.training", "attnmt.inference"),
         "attnmt.attention": ("attnmt.models", "attnmt.training", "attnmt.inference"),
         "attnmt.models": ("attnmt.training", "attnmt.inference"),
         "attnmt.data": ("attnmt.models", "attnmt.training", "attnmt.inference"),
-        "attnmt.inference": ("attnmt.training", "attnmt.serve"),
+        # `attnmt.explain` explains what a translator decoded (`explain_translations`).
+        "attnmt.inference": ("attnmt.training", "attnmt.serve", "attnmt.explain"),
         "attnmt.training": ("attnmt.serve",),
     }
     for low, highs in layers.items():
@@ -139,23 +191,20 @@ def test_lower_layers_never_import_higher_ones():
 
 
 def test_the_import_graph_has_no_circle():
-    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    found = circles(GRAPH)
+    assert not found, "import circles: " + "; ".join(" -> ".join(c) for c in found)
 
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for dep in GRAPH.get(node, []):
-            if dep not in GRAPH:
-                continue
-            if state.get(dep) == 1:
-                circle = [*path[path.index(dep) :], dep] if dep in path else [node, dep]
-                pytest.fail("import circle: " + " -> ".join(circle))
-            if dep not in state:
-                visit(dep, [*path, dep])
-        state[node] = 2
 
-    for name in GRAPH:
-        if name not in state:
-            visit(name, [name])
+def test_the_packages_import_one_another_without_circle():
+    """A lower package never reaches a higher one, not even lazily: `attnmt.config` and
+    `attnmt.data`, `attnmt.inference` and `attnmt.explain` each import one way."""
+    found = circles(PACKAGE_GRAPH)
+    described = [
+        " -> ".join(circle)
+        + "".join(f"\n  {a} -> {b}: {', '.join(PACKAGE_EDGES[a][b])}" for a, b in pairwise(circle))
+        for circle in found
+    ]
+    assert not found, "package import circles:\n" + "\n".join(described)
 
 
 def test_imports_are_at_the_top_except_where_laziness_is_the_point():

@@ -15,6 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from attnmt.data.synthetic import SymbolVocab
+from attnmt.explain.methods import Explanation
 from attnmt.inference.attention_choice import AttentionChoice
 from attnmt.inference.decode_ids import Translation
 from attnmt.inference.records import (
@@ -101,7 +102,7 @@ def test_nbest_entries_carry_their_alignment():
 
 
 def test_an_explanation_is_rounded_once():
-    done = SimpleNamespace(
+    done = Explanation(
         method="integrated-gradients",
         matrix=WEIGHTS,
         seconds=0.01234,

@@ -1,6 +1,7 @@
 """`attnmt serve` with explanation methods (`attnmt.explain`): which methods each run
 lists, each method's matrices through /api/translate, /api/score and /api/read checked
-against the library's `Translator(explain=...)` and `explain`, and the refusals."""
+against the library's `Translator` with `explain_translations`, and `explain`, and the
+refusals."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from attnmt.data.images import canvas_text
-from attnmt.explain import METHODS, explain
+from attnmt.explain import METHODS, explain, explain_translations
 from attnmt.explain.methods import GRADIENT_METHODS
 from attnmt.inference import Translator, load_run
 from attnmt.inference.records import flat_record, sentence_record
@@ -71,8 +72,9 @@ def test_each_method_as_the_translator_gives_it(client, runs, name, method):
     answer = translate(client, **body, ig_steps=STEPS)
     assert answer.status_code == 200, answer.text
     (line,) = answer.json()["translations"]
-    library = Translator(loaded(runs[name]), explain=method, ig_steps=STEPS, need_weights=True)
+    library = Translator(loaded(runs[name]), explained=True, need_weights=True)
     (sentence,) = library.translate([SENTENCE])
+    explain_translations(library, [sentence], method, ig_steps=STEPS)
     record = flat_record(sentence_record(sentence, library.vocab, library.choice), library.choice)
     assert line["translation"] == record["translation"]
     # One matrix: the method's, the alignment read off it.

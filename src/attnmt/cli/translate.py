@@ -21,6 +21,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
+from attnmt import explain  # its methods (and torch) load on first use: exports need neither
 from attnmt.cli.options import (
     add_decoding_arguments,
     add_explain_arguments,
@@ -235,10 +236,11 @@ class _Session:
                 or (args.search_json and getattr(loaded.model, "uses_attention", True))
             ),
             threshold=args.threshold,
-            explain=args.explain,
-            ig_steps=args.ig_steps,
+            explained=args.explain is not None,  # --explain's matrices replace the weights
             record_search=args.search_json is not None,
         )
+        if args.explain is not None:
+            explain.check_method(args.explain, loaded.model, self.translator.choice)
         self.searches: TextIO | None = None  # the --search-json file
         self.limit = self.translator.limit
         self.truncated: list[tuple[int, int]] = []  # (line number, subwords before the cut)
@@ -253,6 +255,10 @@ class _Session:
         sentences = self.translator.translate(
             lines, first_line=first_line, progress=progress, prefixes=prefixes
         )
+        if self.args.explain is not None:
+            explain.explain_translations(
+                self.translator, sentences, self.args.explain, ig_steps=self.args.ig_steps
+            )
         if self.args.alternatives is not None:
             for sentence in sentences:
                 self.translator.alternatives(

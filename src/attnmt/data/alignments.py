@@ -46,6 +46,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+# The New Testament's books (named 40 Matthew .. 66 Revelation) live with the config, whose
+# checks read them without this package; the names here are this module's API too.
+from attnmt.config.corpora import FIRST_NEW_TESTAMENT_BOOK as FIRST_BOOK
+from attnmt.config.corpora import NEW_TESTAMENT as BOOKS
+from attnmt.config.corpora import new_testament_name as book_name
+from attnmt.config.corpora import new_testament_number as book_number
 from attnmt.data.types import Example
 from attnmt.errors import DataError
 
@@ -54,14 +60,6 @@ SOURCES = Path("sources/SBLGNT.tsv")
 TARGETS = Path("eng/targets/BSB/nt_BSB.tsv")
 RECORDS = Path("eng/alignments/BSB/SBLGNT-BSB-manual.json")
 
-# English names of the New Testament books, numbered 40 (Matthew) to 66 (Revelation).
-BOOKS = (
-    "Matthew", "Mark", "Luke", "John", "Acts", "Romans", "1 Corinthians", "2 Corinthians",
-    "Galatians", "Ephesians", "Philippians", "Colossians", "1 Thessalonians",
-    "2 Thessalonians", "1 Timothy", "2 Timothy", "Titus", "Philemon", "Hebrews", "James",
-    "1 Peter", "2 Peter", "1 John", "2 John", "3 John", "Jude", "Revelation",
-)  # fmt: skip
-FIRST_BOOK = 40
 Link = tuple[int, int]
 _Record = tuple[list[str], list[str]]  # (Greek word ids, English word ids)
 
@@ -188,26 +186,6 @@ def load_gold(
         )  # fmt: skip
         (gold.verses if links[n] else gold.unlinked).append(item)
     return gold
-
-
-def book_number(book: int | str) -> int:
-    """Turn a book name ("John", "1 corinthians") or number (43, "43") into 40..66."""
-    # Spaces do not matter: "1 John", "1John" (as `attnmt data list --books` prints it).
-    text = "".join(str(book).split()).lower()
-    names = {name.replace(" ", "").lower(): FIRST_BOOK + n for n, name in enumerate(BOOKS)}
-    if text in names:
-        return names[text]
-    if text.isdigit() and FIRST_BOOK <= int(text) < FIRST_BOOK + len(BOOKS):
-        return int(text)
-    raise DataError(
-        f"unknown New Testament book {book!r}; use a name ({', '.join(BOOKS)}) or a number "
-        f"{FIRST_BOOK}-{FIRST_BOOK + len(BOOKS) - 1}."
-    )
-
-
-def book_name(number: int) -> str:
-    """English name of book `number` (40..66), e.g. 43 -> "John"."""
-    return BOOKS[book_number(number) - FIRST_BOOK]
 
 
 def split_by_book(

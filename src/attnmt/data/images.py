@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from attnmt.config.corpora import CANVAS  # (height, width), named with the config's checks
 from attnmt.data.synthetic import SPECIALS, SymbolVocab
 from attnmt.data.types import Example
 from attnmt.data.vocab import BOS, EOS, PAD
@@ -46,7 +47,6 @@ from attnmt.errors import DataError
 
 LEVEL_CHARS = "0123456789abcdefg"  # grey level L (0..16) is written LEVEL_CHARS[L]
 TASKS = ("digits", "cluttered")
-CANVAS = {"digits": (24, 64), "cluttered": (40, 40)}  # (height, width)
 CANVAS_FILE = "canvas.json"
 POOLS = (0.70, 0.15)  # train and dev shares of the scans; the test pool takes the rest
 

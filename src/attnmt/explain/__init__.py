@@ -4,6 +4,7 @@ true (docs/explain.md).
     from attnmt.explain import explain, explanation_report, METHODS
     explained = explain(model, [(src_ids, tgt_ids)], "integrated-gradients", choice)
     explained[0].matrix          # (T + 1, S + 1), the attention's shape
+    explain_translations(translator, sentences, "occlusion")   # a Translator's, in place
     report = explanation_report(loaded, examples, METHODS, choice, limit)
 
 `methods` has the methods (attention, attention × norm, rollout, occlusion),
@@ -26,14 +27,23 @@ _EXPORTS = {
     "Explanation": "methods",
     "check_method": "methods",
     "explain": "methods",
+    "explain_translations": "methods",
     "explanation_report": "measures",
 }
 
-__all__ = ["METHODS", "Explanation", "check_method", "explain", "explanation_report", "scale_of"]
+__all__ = [
+    "METHODS",
+    "Explanation",
+    "check_method",
+    "explain",
+    "explain_translations",
+    "explanation_report",
+    "scale_of",
+]
 
 if TYPE_CHECKING:  # what type checkers and editors see
     from attnmt.explain.measures import explanation_report
-    from attnmt.explain.methods import Explanation, check_method, explain
+    from attnmt.explain.methods import Explanation, check_method, explain, explain_translations
     from attnmt.explain.names import METHODS, scale_of
 
 

@@ -4,6 +4,7 @@ source EOS; images: × pixels or grid cells), read while the model reads a given
 
     explained = explain(model, pairs, "integrated-gradients", choice)   # one per pair
     explained[0].matrix, explained[0].seconds, explained[0].forward
+    explain_translations(translator, translator.translate(lines), "occlusion")  # in place
 
 Methods (`METHODS`; docs/explain.md has the equations):
 
@@ -31,11 +32,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from attnmt.cancel import checkpoint
+from attnmt.config import IMAGE_MODELS
 from attnmt.data.batching import DECODE_BATCH_TOKENS, pad_batch
 from attnmt.data.vocab import EOS, UNK
 from attnmt.errors import UserError
@@ -44,10 +47,14 @@ from attnmt.explain.names import (
     ATTENTION_METHODS,
     GRADIENT_METHODS,
     METHODS,
+    scale_of,
 )
 from attnmt.inference.attention_maps import AttentionChoice, select
 from attnmt.inference.scoring import forced_decode
 from attnmt.models.vision import FIRST_LEVEL_ID, cell_boxes
+
+if TYPE_CHECKING:
+    from attnmt.inference.translator import Sentence, Translator
 
 
 @dataclass
@@ -65,6 +72,17 @@ class Explanation:
     forward: int  # sequences passed forward for this sentence
     backward: int = 0  # ... and backward
     completeness: float | None = None  # integrated gradients' error (gradients module)
+
+    @property
+    def scale(self) -> str:
+        """How a heatmap shades the matrix (`attnmt.explain.scale_of`)."""
+        return scale_of(self.method)
+
+    @property
+    def reads_attention(self) -> bool:
+        """Whether the matrix is read off the chosen attention (a Transformer's layer and
+        head name it), as the attention methods' are."""
+        return self.method in ATTENTION_METHODS
 
 
 def check_method(method: str, model: nn.Module, choice: AttentionChoice) -> None:
@@ -158,6 +176,38 @@ def explain(
         seconds = shared + time.perf_counter() - started
         out.append(Explanation(method, matrix.float(), seconds, passes))
     return out
+
+
+def explain_translations(
+    translator: Translator, sentences: Sequence[Sentence], method: str, *, ig_steps: int = 32
+) -> None:
+    """Explain the translations of `translator.translate` with `method`, in place: every
+    hypothesis's weights become the method's (T, S) matrix, read while the model reads that
+    hypothesis (forced decoding), so links, JSON and plots show the explanation in place of
+    the attention; `sentence.explanation` is the best translation's. A translator made with
+    `explained=True` decodes no weights of its own for them."""
+    loaded = translator.loaded
+    images = loaded.cfg.model.name in IMAGE_MODELS  # occlusion blacks out cells
+    image_height = int(loaded.cfg.model.image_height) if images else None
+    for sentence in sentences:
+        result = sentence.translation
+        if result is None:  # a blank line
+            continue
+        hyps = result.nbest or [result]  # an n-best list starts with the best
+        pairs = [(sentence.ids, hyp.tokens) for hyp in hyps]
+        done = explain(
+            loaded.model,
+            pairs,
+            method,
+            translator.choice,
+            ig_steps=ig_steps,
+            image_height=image_height,
+            batch_tokens=translator.batch_tokens,
+        )
+        for hyp, explanation in zip(hyps, done, strict=True):
+            hyp.weights = explanation.matrix
+        result.weights = done[0].matrix
+        sentence.explanation = done[0]
 
 
 def _timed(method: str, run) -> Explanation:

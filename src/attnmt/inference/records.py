@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from attnmt.arrays import to_numpy
 from attnmt.data.alignments import format_pharaoh
-from attnmt.explain.names import ATTENTION_METHODS, scale_of
 from attnmt.inference.alignment import (
     SideWords,
     WordView,
@@ -44,6 +43,9 @@ if TYPE_CHECKING:
 SCORE_DIGITS = 6  # decimals of scores and log-probabilities
 WEIGHT_DIGITS = 5  # ... of weights, and of an explanation's completeness error
 SEARCH_DIGITS = 4  # ... of a search node's numbers (a search has hundreds of nodes)
+# How a heatmap shades the attention: its fixed 0..1 scale (an explanation's matrix says
+# its own, `Explanation.scale`).
+ATTENTION_SCALE = "weights"
 
 
 # --- the definitions --------------------------------------------------------------------
@@ -214,7 +216,9 @@ def sentence_record(
     src = source_words(vocab.src, sentence.source, len(sentence.ids))
     tgt = target_words(vocab.tgt, result.tokens, result.text)
     drawn, default = _maps(result, why, choice, maps, src, tgt, threshold)
-    drawn += [_map(e.method, e.method, e.matrix, src, tgt, threshold) for e in explanations]
+    drawn += [
+        _map(e.method, e.method, e.scale, e.matrix, src, tgt, threshold) for e in explanations
+    ]
     if links or maps is not None:
         record["source_words"], record["target_words"] = src.words, tgt.words
     if links and drawn:
@@ -292,7 +296,7 @@ def explanation_record(done: Explanation) -> ExplanationRecord:
     error = done.completeness
     return {
         "method": done.method,
-        "scale": scale_of(done.method),
+        "scale": done.scale,
         "ms": round(1000 * done.seconds, 1),
         "forward": done.forward,
         "backward": done.backward,
@@ -323,21 +327,24 @@ def _maps(
         choices = [replace(c, offset=choice.offset) for c in every_choice(choice)]
     drawn = []
     for one in choices:
-        method, name = "attention", one.describe()
-        reads = why is None or why.method in ATTENTION_METHODS  # the choice's attention
+        method, scale, name = "attention", ATTENTION_SCALE, one.describe()
+        reads = why is None or why.reads_attention  # the choice's attention
         if why is not None:
-            method = why.method
+            method, scale = why.method, why.scale
             name = f"{method}, {name}" if reads and one.transformer else method
         layer = one.layer if one.transformer and reads else None
         head = one.head if reads else None
         matrix = select(result.weights, one)
-        drawn.append(_map(name, method, matrix, src, tgt, threshold, one.offset, layer, head))
+        drawn.append(
+            _map(name, method, scale, matrix, src, tgt, threshold, one.offset, layer, head)
+        )
     return drawn, choices.index(choice) if choice in choices else 0
 
 
 def _map(
     name: str,
     method: str,
+    scale: str,
     matrix: Any,
     src: SideWords,
     tgt: SideWords,
@@ -352,7 +359,7 @@ def _map(
     entry: AttentionMap = {
         "name": name,
         "method": method,
-        "scale": scale_of(method),
+        "scale": scale,
         "layer": layer,
         "head": head,
         "subword": rounded_matrix(matrix),

@@ -100,6 +100,9 @@ class Translator:
     Options are those of `attnmt translate` (docs/decoding.md); `align_layer` and
     `align_head` (1-based) choose the Transformer attention that aligns words; `max_len`
     caps every output (EOS included) whatever its source length (`translate_ids`).
+    `explained`: the caller explains what `translate` returns (`attnmt.explain`'s
+    `explain_translations`), so the search decodes no weights (the explanation's matrices
+    take their place) and a model without attention is not refused `need_weights`.
     """
 
     def __init__(
@@ -118,8 +121,7 @@ class Translator:
         align_offset: int | None = None,
         need_weights: bool = False,
         threshold: float | None = None,
-        explain: str | None = None,
-        ig_steps: int = 32,
+        explained: bool = False,
         record_search: bool = False,
     ) -> None:
         self.loaded = loaded
@@ -131,14 +133,8 @@ class Translator:
         self.threshold = threshold
         self.choice = run_attention(loaded, layer=align_layer, head=align_head, offset=align_offset)
         self.need_weights = need_weights
-        self.explain, self.ig_steps = explain, ig_steps
-        images = loaded.cfg.model.name in IMAGE_MODELS  # occlusion blacks out cells
-        self.image_height = int(loaded.cfg.model.image_height) if images else None
-        if explain is not None:
-            from attnmt.explain.methods import check_method  # explain imports inference
-
-            check_method(explain, loaded.model, self.choice)
-        if need_weights and explain is None and not getattr(loaded.model, "uses_attention", True):
+        self.explained = explained
+        if need_weights and not explained and not getattr(loaded.model, "uses_attention", True):
             raise UserError(
                 f"this run's model ({loaded.cfg.model.name}) has no attention, so it has no "
                 "alignments or attention plots; leave out --alignments and --plot"
@@ -190,7 +186,7 @@ class Translator:
             n_best=self.n_best,
             max_len_ratio=self.max_len_ratio,
             max_len=self.max_len,
-            need_weights=self.need_weights and self.explain is None,  # else replaced
+            need_weights=self.need_weights and not self.explained,  # else replaced
             batch_tokens=self.batch_tokens,
             progress=progress,
             prefixes=None if prefixes is None else [s.prefix for s in todo],
@@ -199,8 +195,6 @@ class Translator:
         )
         for sentence, result in zip(todo, results, strict=True):
             sentence.translation = result
-        if self.explain is not None:
-            self._explain(todo)
         return sentences
 
     def prefix_ids(self, prefix: str | Sequence[int] | None) -> list[int] | None:
@@ -274,31 +268,6 @@ class Translator:
             for token, log_prob, h in hyps
         ]
         return sentence.alternatives
-
-    def _explain(self, sentences: Sequence[Sentence]) -> None:
-        """With `explain`: every hypothesis's weights become the method's (T, S) matrix,
-        read while the model reads that hypothesis (forced decoding), so links, JSON and
-        plots show the explanation in place of the attention."""
-        from attnmt.explain.methods import explain
-
-        for sentence in sentences:
-            result = sentence.translation
-            assert result is not None
-            hyps = result.nbest or [result]  # an n-best list starts with the best
-            pairs = [(sentence.ids, hyp.tokens) for hyp in hyps]
-            done = explain(
-                self.loaded.model,
-                pairs,
-                self.explain,
-                self.choice,
-                ig_steps=self.ig_steps,
-                image_height=self.image_height,
-                batch_tokens=self.batch_tokens,
-            )
-            for hyp, explanation in zip(hyps, done, strict=True):
-                hyp.weights = explanation.matrix
-            result.weights = done[0].matrix
-            sentence.explanation = done[0]
 
     def words(self, sentence: Sentence, hyp: Translation | Hypothesis | None = None) -> WordView:
         """Word-level attention and links of the sentence's best (or the given) hypothesis."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from attnmt.config import IMAGE_MODELS
 from attnmt.errors import UserError
-from attnmt.explain import METHODS, check_method, explain
+from attnmt.explain import METHODS, check_method, explain, explain_translations
 from attnmt.inference import LoadedRun, Sentence, Translator
 from attnmt.inference.attention_maps import labels
 from attnmt.inference.records import scored_record, sentence_record
@@ -76,19 +76,15 @@ class RunDecoder:
         """What the run reads: "text" or "image"."""
         return "text" if self.images is None else "image"
 
-    def _translator(self, beam: int, method: str | None = None, ig_steps: int = 32) -> Translator:
-        """The run's translator for a beam size and an explanation method. An image run's
-        are explained by `ImageRun.explain` (over pixels or grid cells), not here."""
-        if self.images is not None:
-            method = None
-        key = (beam, method, ig_steps if method == "integrated-gradients" else 0)
+    def _translator(self, beam: int, explained: bool = False) -> Translator:
+        """The run's translator for a beam size; `explained`: for translations that an
+        explanation method will explain (`explain_translations`: its matrices replace the
+        weights). An image run's are explained by `ImageRun.explain` (over pixels or grid
+        cells) and decode their weights as always."""
+        key = (beam, explained and self.images is None)
         if key not in self._translators:
             self._translators[key] = Translator(
-                self.loaded,
-                beam=beam,
-                need_weights=self.has_attention,
-                explain=method,
-                ig_steps=ig_steps,
+                self.loaded, beam=beam, need_weights=self.has_attention, explained=key[1]
             )  # an image run's readings stop at its model's `max_output_tokens`
         return self._translators[key]
 
@@ -222,7 +218,7 @@ class RunDecoder:
     ) -> list[LineResult] | list[ImageResult] | list[ScoreResult]:
         if options.task == "score":
             return self.score(lines, options)
-        translator = self._translator(options.beam, options.explain, options.ig_steps)
+        translator = self._translator(options.beam, explained=options.explain is not None)
         if self.images is not None:  # image texts, made by the app from checked images
             sentences = translator.translate(lines)
             if options.explain is not None:
@@ -243,6 +239,8 @@ class RunDecoder:
             on_step=on_step,
             record=options.search,
         )
+        if options.explain is not None:  # the method's matrices replace the weights
+            explain_translations(translator, sentences, options.explain, ig_steps=options.ig_steps)
         if options.alternatives:
             for sentence in sentences:
                 translator.alternatives(
