@@ -228,7 +228,7 @@ def measure(spec: Spec, budget: str, run_dir: Path) -> dict[str, Any]:
     """The test split's scores, by length, with forced lengths (C1), the attention's AER
     on test and dev (C2, C4, C6), explanations (C9) and the dev curve (C5, C7)."""
     from attnmt.data.preparation import decoding_split
-    from attnmt.inference.attention_maps import choose_attention
+    from attnmt.inference.attention_choice import choose_attention
     from attnmt.inference.decode_ids import translate_ids
     from attnmt.inference.evaluation import alignment_report, evaluate_examples
     from attnmt.inference.runs import load_run
@@ -276,7 +276,7 @@ def explanations(loaded, examples, limit: int, budget: str) -> dict[str, Any]:
     """C9: each method's AER against the causes and its deletion/insertion areas, on the
     first dev sentences (in distribution: the model translates them)."""
     from attnmt.explain import explanation_report
-    from attnmt.inference.attention_maps import choose_attention
+    from attnmt.inference.attention_choice import choose_attention
 
     b = BUDGETS[budget]
     report = explanation_report(

@@ -67,13 +67,14 @@ DATASETS_PIN = "datasets==5.2.0"  # the version the issue measured
 def build_corpus(pairs: int, folder: Path, *, seed: int = 1) -> Path:
     """`folder/train.{src,tgt}` with `pairs` verse pairs of version pairs in a seeded order,
     `dev`/`test` from Romans/John (WEB -> Segond). Made once; returns the prefix folder."""
+    from attnmt.config import corpora
     from attnmt.data import bible
 
     done = folder / ".complete"
     if done.is_file():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    names = sorted(bible.versions())
+    names = sorted(corpora.versions())
     texts = {name: bible.read_version(name) for name in names}
     directed = [(a, b) for a in names for b in names if a != b]
     random.Random(seed).shuffle(directed)

@@ -19,7 +19,6 @@ import pytest
 from attnmt import config
 from attnmt.cli import main
 from attnmt.config import Config, DataConfig, ModelConfig, TrainConfig, corpora, load_config
-from attnmt.data import bible
 from attnmt.errors import CheckpointError, ConfigError, DataError
 from attnmt.inference import find_checkpoint, load_run
 
@@ -180,14 +179,14 @@ def test_bible_versions_suggest_the_nearest(override, expected):
     assert f"unknown Bible version {key}=" in message
     for name in expected:
         assert f"'{name}'" in message
-    assert len(_names_in(message, bible.versions())) <= 4  # not the list of all 31
+    assert len(_names_in(message, corpora.versions())) <= 4  # not the list of all 31
     assert "`attnmt data list`" in message
 
 
 def test_unknown_version_without_a_near_name():
     message = _error(["data.src=xx-nope"])
     assert "data.src='xx-nope'" in message and "`attnmt data list`" in message
-    assert len(_names_in(message, bible.versions())) <= 4
+    assert len(_names_in(message, corpora.versions())) <= 4
     assert "tl-ulb" not in message  # not the list of all 31
 
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from attnmt.data import BOS, EOS, PAD, Example
-from attnmt.data.batching import TokenBatcher, eval_batches, padding_fraction
+from attnmt.data.batching import TokenBatcher, eval_batches
+from attnmt.data.buckets import padding_fraction
 
 BUDGET = 300
 

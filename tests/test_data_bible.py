@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from attnmt.config import corpora
 from attnmt.data import bible
 from attnmt.errors import DataError
 
@@ -29,7 +30,7 @@ def test_every_version_is_named_and_complete():
 
 def test_unknown_version_lists_the_valid_names():
     with pytest.raises(DataError, match="valid names: en-kjv"):
-        bible.version("en-wbe")
+        corpora.version("en-wbe")
 
 
 def test_inline_verse_markers_are_removed(segond):
@@ -126,11 +127,11 @@ def test_training_pairs_identical_to_held_out_pairs_are_removed():
 
 
 def test_books_by_name_number_and_errors():
-    assert bible.book_number("John") == 43
-    assert bible.book_number("romans") == 45
-    assert bible.book_number(40) == 40 and bible.book_number("1") == 1
+    assert corpora.book_number("John") == 43
+    assert corpora.book_number("romans") == 45
+    assert corpora.book_number(40) == 40 and corpora.book_number("1") == 1
     with pytest.raises(DataError, match="unknown book 'Jhon'"):
-        bible.book_number("Jhon")
+        corpora.book_number("Jhon")
     pairs = [bible.VersePair(43, 1, 1, "a", "b")]
     with pytest.raises(DataError, match="both dev_books and test_books"):
         bible.split_by_books(pairs, dev=["John"], test=[43])

@@ -24,7 +24,7 @@ from attnmt.explain.gradients import input_override, integrated_gradients, path_
 from attnmt.explain.measures import FRACTIONS, masked, word_ranking
 from attnmt.inference import load_run
 from attnmt.inference.alignment import SideWords
-from attnmt.inference.attention_maps import AttentionChoice, choose_attention
+from attnmt.inference.attention_choice import AttentionChoice, choose_attention
 from attnmt.inference.evaluation import synthetic_links
 from attnmt.models import build_model
 from attnmt.models.base import ModelOutput, Seq2Seq

@@ -11,7 +11,7 @@ import pytest
 from attnmt.cli import main
 from attnmt.explain import explain
 from attnmt.inference import load_run
-from attnmt.inference.attention_maps import choose_attention
+from attnmt.inference.attention_choice import choose_attention
 from attnmt.plotting import load_arrays
 
 

@@ -38,8 +38,8 @@ from attnmt.inference.export import (
     export_ctranslate2,
     vocabulary_tokens,
 )
+from attnmt.inference.hypotheses import max_lengths
 from attnmt.inference.quantize import quantize_model
-from attnmt.inference.search import max_lengths
 from attnmt.inference.translator import MAX_SOURCE_TOKENS
 from attnmt.models import build_model
 from attnmt.training import train

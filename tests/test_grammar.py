@@ -11,10 +11,7 @@ import pytest
 
 from attnmt.data.alignments import format_pharaoh, parse_pharaoh
 from attnmt.data.grammar import (
-    NP,
-    PAIRS,
     PHENOMENA,
-    Clause,
     check_causes,
     clause,
     crossings,
@@ -22,11 +19,12 @@ from attnmt.data.grammar import (
     lexicon,
     make_splits,
     phrase,
-    realize,
     rule_table,
     sentence,
 )
-from attnmt.data.grammar_trees import Grower, Leaf, size, walk
+from attnmt.data.grammar_lexicon import PAIRS
+from attnmt.data.grammar_rules import realize
+from attnmt.data.grammar_trees import NP, Clause, Grower, Leaf, size, walk
 from attnmt.errors import UserError
 
 

@@ -11,7 +11,7 @@ import pytest
 from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.config.checks import GRAMMAR_PAIRS
-from attnmt.data import grammar
+from attnmt.data import grammar, grammar_lexicon
 from attnmt.data.alignments import parse_pharaoh
 from attnmt.data.grammar_corpus import grammar_pairs
 from attnmt.data.preparation import prepare
@@ -31,7 +31,7 @@ SMALL = [
 
 
 def test_the_config_names_the_pairs_the_generator_makes():
-    assert GRAMMAR_PAIRS == grammar.PAIRS
+    assert GRAMMAR_PAIRS == grammar_lexicon.PAIRS
 
 
 def test_bad_grammar_keys_are_refused_in_one_sentence():
@@ -124,7 +124,7 @@ def test_the_docs_show_the_rules_the_generator_follows():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "data.md").read_text(encoding="utf-8")
-    for pair in grammar.PAIRS:
+    for pair in grammar_lexicon.PAIRS:
         table = text.split(f"<!-- grammar-rules: {pair} -->\n", 1)[1].split("\n\n", 1)[0]
         rows = [line.strip("|").split(" | ") for line in table.splitlines()[2:]]
         shown = [tuple(cell.strip().replace("\\|", "|") for cell in row) for row in rows]

@@ -10,14 +10,8 @@ import pytest
 import torch
 
 from attnmt import scripts
-from attnmt.plotting import (
-    heatmap,
-    heatmap_grid,
-    length_curves,
-    load_arrays,
-    missing_glyphs,
-    save_arrays,
-)
+from attnmt.plotting import heatmap, heatmap_grid, length_curves, load_arrays, save_arrays
+from attnmt.scripts import missing_glyphs
 
 
 def _png_size(path: Path) -> tuple[int, int]:

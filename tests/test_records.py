@@ -18,6 +18,7 @@ from attnmt.data.synthetic import SymbolVocab
 from attnmt.explain.methods import Explanation
 from attnmt.inference.attention_choice import AttentionChoice
 from attnmt.inference.decode_ids import Translation
+from attnmt.inference.hypotheses import Hypothesis
 from attnmt.inference.records import (
     AlternativeRecord,
     AttentionMap,
@@ -31,7 +32,6 @@ from attnmt.inference.records import (
     scored_record,
     sentence_record,
 )
-from attnmt.inference.search import Hypothesis
 from attnmt.inference.translator import Sentence
 from attnmt.serve import schemas, search_schemas
 

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 from attnmt import scripts
+from attnmt.config import corpora
 from attnmt.data import bible
 from attnmt.errors import DataError
 from attnmt.plotting import heatmap, length_curves, load_arrays, save_arrays
@@ -35,10 +36,10 @@ def fresh_warnings(monkeypatch):
 def first_verses() -> dict[str, str]:
     """Each version's Genesis 1:1, cleaned as the corpus reader cleans it."""
     try:
-        path = bible.db_path()
+        path = corpora.db_path()
     except DataError as error:
         pytest.skip(str(error))
-    codes = {v.code: name for name, v in bible.versions().items()}
+    codes = {v.code: name for name, v in corpora.versions().items()}
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
         rows = conn.execute(
             "SELECT bbName, vText FROM bible WHERE bNumber = 1 AND cNumber = 1 AND vNumber = 1"
@@ -66,7 +67,7 @@ def _warnings(caplog) -> list[str]:
     return [m for m in messages if "matplotlib 3.11 or later" not in m]
 
 
-@pytest.mark.parametrize("version", list(bible.versions()))
+@pytest.mark.parametrize("version", list(corpora.versions()))
 def test_a_word_of_every_version_draws_in_its_script(version, first_verses, tmp_path, caplog):
     words = first_verses[version].split()[:6]
     expected = _scripts_without_font(words)

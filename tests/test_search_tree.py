@@ -11,8 +11,9 @@ from tests.test_decode import RANDOM_MODELS, _random_model
 
 from attnmt.data import EOS, pad_batch
 from attnmt.inference import beam_search, forced_weights, greedy
+from attnmt.inference.hypotheses import begin
 from attnmt.inference.scoring import score_pairs
-from attnmt.inference.search import alternatives, begin
+from attnmt.inference.search import alternatives
 from attnmt.inference.search_tree import ENDED, FINISHED, FORCED, KEPT, PRUNED, ROOT
 
 CPU = torch.device("cpu")

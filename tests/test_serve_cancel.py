@@ -23,7 +23,7 @@ from attnmt.data.batching import pad_batch
 from attnmt.data.vocab import EOS
 from attnmt.explain import explain
 from attnmt.inference import load_run
-from attnmt.inference.attention_maps import AttentionChoice
+from attnmt.inference.attention_choice import AttentionChoice
 from attnmt.inference.scoring import forced_decode
 from attnmt.inference.search import beam_search, greedy
 from attnmt.models.builder import build_model

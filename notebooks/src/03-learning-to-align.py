@@ -217,7 +217,7 @@ grc_run.plot()
 
 # %%
 from attnmt.inference import alignment_report
-from attnmt.inference.attention_maps import run_attention
+from attnmt.inference.attention_choice import run_attention
 from attnmt.inference.translator import source_limit
 
 test_grc = decoding_split(grc.config.data, "test", grc.vocab)[:AER_VERSES]

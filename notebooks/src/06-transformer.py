@@ -141,7 +141,7 @@ model.translate(sentence)
 
 # %%
 from attnmt.data.batching import pad_batch
-from attnmt.inference.attention_maps import labels
+from attnmt.inference.attention_choice import labels
 
 ids = model.vocab.src.encode(sentence)
 device = next(model.module.parameters()).device  # the CPU, or a GPU where there is one

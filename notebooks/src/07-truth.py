@@ -119,7 +119,7 @@ rnn.translate(VERSE, explain=METHODS[1:], ig_steps=IG_STEPS)
 from attnmt.data.preparation import decoding_split
 from attnmt.explain import explanation_report
 from attnmt.explain.measures import markdown_rows
-from attnmt.inference.attention_maps import run_attention
+from attnmt.inference.attention_choice import run_attention
 from attnmt.inference.translator import source_limit
 
 

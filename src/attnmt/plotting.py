@@ -39,7 +39,6 @@ from matplotlib.figure import Figure
 
 from attnmt.arrays import to_numpy
 from attnmt.scripts import BASE_FONT, LabelSet, label_set
-from attnmt.scripts import missing_glyphs as missing_glyphs  # part of this module's API
 
 if TYPE_CHECKING:
     from torch import Tensor

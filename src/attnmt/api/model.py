@@ -14,7 +14,7 @@ from attnmt.errors import UserError
 from attnmt.explain import check_method
 from attnmt.explain.methods import explain as explain_pairs
 from attnmt.inference import Sentence, Translator
-from attnmt.inference.attention_maps import run_attention
+from attnmt.inference.attention_choice import run_attention
 from attnmt.inference.ensemble import load_ensemble
 from attnmt.inference.quantize import quantize_model
 from attnmt.inference.records import scored_record, sentence_record

@@ -15,11 +15,11 @@ from matplotlib.figure import Figure
 from attnmt.api.model import Model, load, read_metrics
 from attnmt.config import IMAGE_CORPORA, Config, load_config
 from attnmt.config.loading import to_dict
-from attnmt.data.batching import DECODE_BATCH_TOKENS
+from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.preparation import decoding_split
 from attnmt.errors import UserError
 from attnmt.inference import alignment_report, evaluate_examples
-from attnmt.inference.attention_maps import run_attention
+from attnmt.inference.attention_choice import run_attention
 from attnmt.inference.translator import source_limit
 from attnmt.inference.vision import image_report
 from attnmt.metrics import bleu_by_length

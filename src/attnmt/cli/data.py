@@ -15,7 +15,7 @@ import argparse
 import json
 import time
 
-from attnmt.config import add_override_argument, load_config
+from attnmt.config import add_override_argument, corpora, load_config
 from attnmt.data import bible
 
 # action -> one-line help, in the order `attnmt data` lists them.
@@ -104,7 +104,7 @@ def _actions() -> int:
 
 def _list(books: bool) -> int:
     if books:
-        names = bible.book_names()
+        names = corpora.book_names()
         print(
             f"The {len(names)} books of the built-in Bible corpus, by number "
             "(data.dev_books / data.test_books take a number or a name)"
@@ -119,7 +119,7 @@ def _list(books: bool) -> int:
         "data.tgt); verses: those with text, of 31,102"
     )
     print(f"{'name':<17}{'language':<12}{'year':<6}{'verses':>7}  title")
-    for name, v in bible.versions().items():
+    for name, v in corpora.versions().items():
         year = str(v.year) if v.year else "-"
         print(f"{name:<17}{v.language:<12}{year:<6}{counts[name]:>7}  {v.title}")
     print(f"{len(counts)} versions; pairs are joined on (book, chapter, verse)")

@@ -49,7 +49,7 @@ from attnmt.inference import (
     symmetrized_report,
 )
 from attnmt.inference.alignment import SYMMETRIZATIONS
-from attnmt.inference.attention_maps import run_attention
+from attnmt.inference.attention_choice import run_attention
 from attnmt.inference.vision import image_report
 from attnmt.report import write_report
 

@@ -30,7 +30,7 @@ from attnmt.config import IMAGE_MODELS
 from attnmt.data.files import STDIN, read_parallel, read_tsv
 from attnmt.errors import UserError
 from attnmt.inference import Sentence, source_limit
-from attnmt.inference.attention_maps import run_attention
+from attnmt.inference.attention_choice import run_attention
 from attnmt.inference.records import flat_record, scored_record
 from attnmt.inference.scoring import score_pairs
 

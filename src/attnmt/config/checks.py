@@ -47,7 +47,7 @@ IMAGE_CORPORA = tuple(corpora.CANVAS)  # "digits", "cluttered"
 CORPORA = (
     "bible", "files", "tsv", "alignments", "grammar", "reverse", "copy", "sort", *IMAGE_CORPORA
 )  # fmt: skip
-# The grammar lab's language pairs (attnmt.data.grammar.PAIRS: a test keeps them equal).
+# The grammar lab's language pairs (attnmt.data.grammar_lexicon.PAIRS: a test keeps them equal).
 GRAMMAR_PAIRS = ("en-fr", "en-de", "en-ja")
 
 # Numbers: > 0, >= 0 (what 0 means, where it means something), or in [0, 1). Every int

@@ -25,18 +25,18 @@ from attnmt.lazy import lazy_names
 # name -> the module of attnmt.data that defines it
 _EXPORTS = {
     "TokenBatcher": "batching",
-    "TokenStore": "store",
-    "batches_by_length": "batching",
     "eval_batches": "batching",
     "pad_batch": "batching",
+    "collate": "batching",
+    "batches_by_length": "buckets",
     "padding_fraction": "buckets",
-    "PreparedData": "preparation",
+    "PreparedData": "cache",
     "prepare": "preparation",
+    "TokenStore": "store",
     "Vocab": "subwords",
     "load_vocab": "subwords",
     "Batch": "types",
     "Example": "types",
-    "collate": "batching",
     "BOS": "vocab",
     "EOS": "vocab",
     "PAD": "vocab",
@@ -63,15 +63,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what type checkers and editors see
-    from attnmt.data.batching import (
-        TokenBatcher,
-        batches_by_length,
-        collate,
-        eval_batches,
-        pad_batch,
-    )
-    from attnmt.data.buckets import padding_fraction
-    from attnmt.data.preparation import PreparedData, prepare
+    from attnmt.data.batching import TokenBatcher, collate, eval_batches, pad_batch
+    from attnmt.data.buckets import batches_by_length, padding_fraction
+    from attnmt.data.cache import PreparedData
+    from attnmt.data.preparation import prepare
     from attnmt.data.store import TokenStore
     from attnmt.data.subwords import Vocab, load_vocab
     from attnmt.data.types import Batch, Example

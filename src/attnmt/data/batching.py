@@ -30,19 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnmt.data.buckets import (  # decoding's batches: torch-free, re-exported here
-    DECODE_BATCH_TOKENS as DECODE_BATCH_TOKENS,
-)
-from attnmt.data.buckets import (
-    Pairs,
-    Plan,
-    check_budget,
-    is_int,
-    lengths_of,
-    plan_epoch,
-)
-from attnmt.data.buckets import batches_by_length as batches_by_length
-from attnmt.data.buckets import padding_fraction as padding_fraction  # its home till now
+from attnmt.data.buckets import Pairs, Plan, check_budget, is_int, lengths_of, plan_epoch
 from attnmt.data.store import TokenStore
 from attnmt.data.types import Batch, Example
 from attnmt.data.vocab import BOS, EOS, PAD

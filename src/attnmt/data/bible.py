@@ -4,7 +4,7 @@
 the same 31,102 verse slots (books 1–66, 40–66 New Testament), so any two versions form a
 parallel corpus joined on (book, chapter, verse).
 
-    versions()                               # name -> Version, e.g. "en-web", "fr-segond"
+    corpora.versions()                       # name -> Version (attnmt.config.corpora)
     pairs = load_pairs("en-web", "fr-segond")  # cleaned VersePairs, in canonical order
     splits = split_by_books(pairs, dev=["Romans"], test=["John"], max_words=80)
 
@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 # The catalogue (versions, books, where the database is) lives with the config, whose
-# checks read it without this package; its names are this module's too (`bible.versions()`).
-from attnmt.config.corpora import INSTALL as INSTALL
-from attnmt.config.corpora import Version as Version
+# checks read it without this package: `attnmt.config.corpora`.
 from attnmt.config.corpora import (
     book_names,
     book_number,
@@ -36,7 +34,6 @@ from attnmt.config.corpora import (
     version,
     versions,
 )
-from attnmt.config.corpora import db_path as db_path
 from attnmt.errors import DataError
 
 # --------------------------------------------------------------------------------------

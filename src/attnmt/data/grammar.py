@@ -67,12 +67,7 @@ from attnmt.data.grammar_trees import NP, PP, Clause, Grower, Leaf, Sentence, en
 from attnmt.errors import UserError
 
 __all__ = [
-    "NP",
-    "PAIRS",
     "PHENOMENA",
-    "Clause",
-    "GrammarPair",
-    "Sentence",
     "check_causes",
     "clause",
     "crossings",
@@ -81,7 +76,6 @@ __all__ = [
     "lexicon",
     "make_splits",
     "phrase",
-    "realize",
     "rule_table",
     "sentence",
 ]

@@ -37,7 +37,8 @@ from typing import Any
 
 from attnmt.config import DataConfig
 from attnmt.data.alignments import format_pharaoh
-from attnmt.data.grammar import GrammarPair, crossings, make_splits
+from attnmt.data.grammar import crossings, make_splits
+from attnmt.data.grammar_rules import GrammarPair
 from attnmt.data.synthetic import SymbolVocab
 from attnmt.data.types import Example
 

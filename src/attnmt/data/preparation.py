@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from attnmt.config import DataConfig
+from attnmt.config import DataConfig, corpora
 from attnmt.data import alignments, bible, grammar_corpus, images, streaming
 from attnmt.data.buckets import padding_fraction
 from attnmt.data.cache import (
@@ -363,7 +363,7 @@ def _too_long(ex: Example, max_words: int) -> bool:
 def _bible(cfg: DataConfig) -> tuple[dict[str, list[Example]], dict[str, Any]]:
 
     extra_refs = bible.other_versions(cfg.tgt, src=cfg.src)
-    bible.version(cfg.src)
+    corpora.version(cfg.src)
     pairs = bible.load_pairs(cfg.src, cfg.tgt, extra_refs=extra_refs)
     parts = bible.split_by_books(
         pairs, dev=list(cfg.dev_books), test=list(cfg.test_books), max_words=cfg.max_words

@@ -18,7 +18,7 @@ import numpy as np
 
 from attnmt.explain.methods import explain
 from attnmt.explain.names import SIGNED
-from attnmt.inference.attention_maps import AttentionChoice
+from attnmt.inference.attention_choice import AttentionChoice
 from attnmt.inference.vision import box_mass, pixel_map, split_canvases
 
 

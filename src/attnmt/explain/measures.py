@@ -41,7 +41,7 @@ from attnmt.inference.alignment import (
     source_words,
     word_view,
 )
-from attnmt.inference.attention_maps import AttentionChoice
+from attnmt.inference.attention_choice import AttentionChoice
 from attnmt.inference.evaluation import gold_pairs
 from attnmt.inference.scoring import forced_decode
 

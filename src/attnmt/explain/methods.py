@@ -8,7 +8,7 @@ source EOS; images: × pixels or grid cells), read while the model reads a given
 
 Methods (`METHODS`; docs/explain.md has the equations):
 
-- `attention`: the chosen attention matrix (`attnmt.inference.attention_maps.select`).
+- `attention`: the chosen attention matrix (`attnmt.inference.attention_choice.select`).
 - `attention-norm`: attention × the norm of what it mixes (Kobayashi et al. 2020,
   "Attention is Not Only a Weight"): ‖α_ts f(h_s)‖. RNN decoders mix the annotations h_s
   themselves (f = identity); a Transformer head mixes f^h(m_s) = (m_s W_V^h + b_V^h) W_O^h,
@@ -39,7 +39,8 @@ from torch import Tensor, nn
 
 from attnmt.cancel import checkpoint
 from attnmt.config import IMAGE_MODELS
-from attnmt.data.batching import DECODE_BATCH_TOKENS, pad_batch
+from attnmt.data.batching import pad_batch
+from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import EOS, UNK
 from attnmt.errors import UserError
 from attnmt.explain.gradients import gradient_times_input, input_site, integrated_gradients
@@ -49,7 +50,7 @@ from attnmt.explain.names import (
     METHODS,
     scale_of,
 )
-from attnmt.inference.attention_maps import AttentionChoice, select
+from attnmt.inference.attention_choice import AttentionChoice, select
 from attnmt.inference.scoring import forced_decode
 from attnmt.models.vision import FIRST_LEVEL_ID, cell_boxes
 

@@ -8,8 +8,9 @@
 Modules: `search` (greedy and beam search, both returning attention weights),
 `translator` (text in, hypotheses with weights out), `records` (what became of a sentence
 as JSON-ready data, the one record every face shows), `runs` (loading a run),
-`attention_maps` (which matrix counts, forced decoding, plot files), `alignment`
-(subwords to words, links, AER) and `evaluation` (decode a split and score it).
+`attention_choice` (which matrix counts), `scoring` (forced decoding), `attention_maps`
+(plot files), `alignment` (subwords to words, links, AER) and `evaluation` (decode a split
+and score it).
 
 The names below load on first use: the searches (`search`, `hypotheses`, `search_tree`)
 import no torch, so `attnmt.runtime` decodes an ONNX export with them, without torch.
@@ -33,25 +34,25 @@ _EXPORTS = {
     "source_words": "alignment",
     "target_words": "alignment",
     "word_view": "alignment",
-    "AttentionChoice": "attention_maps",
-    "choose_attention": "attention_maps",
+    "AttentionChoice": "attention_choice",
+    "choose_attention": "attention_choice",
+    "labels": "attention_choice",
+    "select": "attention_choice",
     "draw_saved": "attention_maps",
-    "forced_weights": "scoring",
-    "labels": "attention_maps",
-    "select": "attention_maps",
     "write_attention": "attention_maps",
     "Translation": "decode_ids",
     "translate_ids": "decode_ids",
     "alignment_report": "evaluation",
     "evaluate_examples": "evaluation",
     "symmetrized_report": "evaluation",
+    "Hypothesis": "hypotheses",
+    "length_penalty": "hypotheses",
     "LoadedRun": "runs",
     "find_checkpoint": "runs",
     "load_run": "runs",
-    "Hypothesis": "search",
+    "forced_weights": "scoring",
     "beam_search": "search",
     "greedy": "search",
-    "length_penalty": "search",
     "MAX_SOURCE_TOKENS": "translator",
     "Sentence": "translator",
     "Translator": "translator",
@@ -106,23 +107,18 @@ if TYPE_CHECKING:  # what type checkers and editors see
         target_words,
         word_view,
     )
-    from attnmt.inference.attention_maps import (
-        AttentionChoice,
-        choose_attention,
-        draw_saved,
-        labels,
-        select,
-        write_attention,
-    )
+    from attnmt.inference.attention_choice import AttentionChoice, choose_attention, labels, select
+    from attnmt.inference.attention_maps import draw_saved, write_attention
     from attnmt.inference.decode_ids import Translation, translate_ids
     from attnmt.inference.evaluation import (
         alignment_report,
         evaluate_examples,
         symmetrized_report,
     )
+    from attnmt.inference.hypotheses import Hypothesis, length_penalty
     from attnmt.inference.runs import LoadedRun, find_checkpoint, load_run
     from attnmt.inference.scoring import forced_weights
-    from attnmt.inference.search import Hypothesis, beam_search, greedy, length_penalty
+    from attnmt.inference.search import beam_search, greedy
     from attnmt.inference.translator import MAX_SOURCE_TOKENS, Sentence, Translator, source_limit
 
 

@@ -1,8 +1,8 @@
 """Which attention matrix counts (`AttentionChoice`: an RNN's one, a Transformer layer's
 head or mean of heads, an ensemble's mean; the step offset that aligns words), the matrix
 it picks from a hypothesis's weights, and the labels of each side. Torch-free: the
-runtime of an ONNX export uses them as our decoder does (`attnmt.inference.attention_maps`
-re-exports them beside the forced decoding and plots).
+runtime of an ONNX export uses them as our decoder does (the plot files are drawn by
+`attnmt.inference.attention_maps`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""From the weights a decoder returns to what a user sees: which matrix counts, the
-attention while reading a reference, and the plot files.
+"""From the weights a decoder returns to what a user sees: the plot files.
 
-Shared by `attnmt translate`, `evaluate` and `plot` (words and links are in
-`attnmt.inference.alignment`):
+Shared by `attnmt translate`, `evaluate` and `plot` (which matrix counts is in
+`attnmt.inference.attention_choice`, the attention while reading a reference in
+`attnmt.inference.scoring`, words and links in `attnmt.inference.alignment`):
 
     choice = choose_attention(cfg.model, layer=None, head=None)  # which matrix counts
     matrix = select(hypothesis.weights, choice)                   # (T, S)
@@ -27,33 +27,7 @@ import numpy as np
 
 from attnmt.arrays import to_numpy
 from attnmt.errors import UserError
-from attnmt.inference.attention_choice import (
-    ALIGN_OFFSETS as ALIGN_OFFSETS,
-)
-from attnmt.inference.attention_choice import (
-    AttentionChoice as AttentionChoice,
-)
-from attnmt.inference.attention_choice import (
-    aligning as aligning,
-)
-from attnmt.inference.attention_choice import (
-    choose_attention as choose_attention,
-)
-from attnmt.inference.attention_choice import (
-    every_choice as every_choice,
-)
-from attnmt.inference.attention_choice import (
-    labels as labels,
-)
-from attnmt.inference.attention_choice import (
-    run_attention as run_attention,
-)
-from attnmt.inference.attention_choice import (
-    select as select,
-)
-from attnmt.inference.attention_choice import (
-    transformer_choice as transformer_choice,
-)
+from attnmt.inference.attention_choice import AttentionChoice, select, transformer_choice
 from attnmt.plotting import heatmap, heatmap_grid, load_arrays, save_arrays
 
 if TYPE_CHECKING:

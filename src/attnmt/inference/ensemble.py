@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from attnmt.config.checks import ENSEMBLE_MODES
 from attnmt.errors import UserError
-from attnmt.inference.attention_maps import AttentionChoice, choose_attention
+from attnmt.inference.attention_choice import AttentionChoice, choose_attention
 from attnmt.inference.runs import LoadedRun, load_run
 from attnmt.models.base import ModelOutput
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from attnmt.data.alignments import load_gold
-from attnmt.data.batching import DECODE_BATCH_TOKENS
+from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.grammar import crossings
 from attnmt.data.grammar_corpus import gold_pair
 from attnmt.data.synthetic import TASKS
@@ -33,7 +33,7 @@ from attnmt.inference.alignment import (
     symmetrize,
     word_view,
 )
-from attnmt.inference.attention_maps import AttentionChoice, aligning, choose_attention
+from attnmt.inference.attention_choice import AttentionChoice, aligning, choose_attention
 from attnmt.inference.decode_ids import translate_ids
 from attnmt.inference.runs import LoadedRun
 from attnmt.inference.scoring import forced_weights

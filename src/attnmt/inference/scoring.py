@@ -7,7 +7,7 @@ The model reads each target as if it had written it (teacher forcing, the same p
 `forced_weights` uses for the attention scored against gold links), and what it gives each
 target subword and the final EOS is read off its log-softmax. The numbers are those of
 the search: `log_prob` is log P(target, EOS | source), `score` divides it by GNMT's length
-penalty as greedy and beam search do (`search.length_penalty`), so scoring a model's own
+penalty as greedy and beam search do (`hypotheses.length_penalty`), so scoring a model's own
 translation gives back the score `translate` printed for it.
 """
 
@@ -19,11 +19,11 @@ import torch
 from torch import Tensor
 
 from attnmt.cancel import checkpoint
-from attnmt.data.batching import DECODE_BATCH_TOKENS, batches_by_length, pad_batch
+from attnmt.data.batching import pad_batch
+from attnmt.data.buckets import DECODE_BATCH_TOKENS, batches_by_length
 from attnmt.data.vocab import BOS, EOS
 from attnmt.errors import UserError
-from attnmt.inference.hypotheses import Scored, score_by_steps
-from attnmt.inference.search import length_penalty
+from attnmt.inference.hypotheses import Scored, length_penalty, score_by_steps
 
 
 @torch.no_grad()

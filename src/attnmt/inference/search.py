@@ -40,32 +40,13 @@ from typing import TYPE_CHECKING, Any
 from attnmt.cancel import checkpoint
 from attnmt.data.vocab import BOS, EOS, PAD
 from attnmt.inference.array_ops import array_ops, without_grad
-from attnmt.inference.hypotheses import (
-    Hypothesis,
-    Start,
-    begin,
-    length_penalty,
-    max_lengths,
-    output_limits,
-)
+from attnmt.inference.hypotheses import Hypothesis, Start, begin, length_penalty, output_limits
 from attnmt.inference.search_tree import FINISHED, KEPT, PRUNED, Recorder, SearchTree, StepHook
 
 if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtime)
     from torch import Tensor
 
-# Where the search's pieces live, for `from attnmt.inference.search import ...`.
-__all__ = [
-    "Hypothesis",
-    "SearchTree",
-    "Start",
-    "StepHook",
-    "alternatives",
-    "beam_search",
-    "begin",
-    "greedy",
-    "length_penalty",
-    "max_lengths",
-]
+__all__ = ["alternatives", "beam_search", "greedy"]
 
 NEVER_EMITTED = (PAD, BOS)
 

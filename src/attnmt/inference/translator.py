@@ -26,7 +26,9 @@ from attnmt.inference.alignment import WordView, source_words, target_words, wor
 from attnmt.inference.array_ops import model_ops
 from attnmt.inference.attention_choice import aligning, run_attention
 from attnmt.inference.decode_ids import Translation, translate_ids
-from attnmt.inference.search import Hypothesis, StepHook, alternatives
+from attnmt.inference.hypotheses import Hypothesis
+from attnmt.inference.search import alternatives
+from attnmt.inference.search_tree import StepHook
 
 NOT_WORDS = (PAD, BOS, EOS)  # ids a prefix cannot force
 

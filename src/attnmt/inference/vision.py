@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from attnmt.data import images
-from attnmt.data.batching import DECODE_BATCH_TOKENS
+from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import EOS
 from attnmt.errors import DataError
 from attnmt.inference.scoring import forced_weights

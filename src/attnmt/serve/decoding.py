@@ -21,7 +21,7 @@ from attnmt.config import IMAGE_MODELS
 from attnmt.errors import UserError
 from attnmt.explain import METHODS, check_method, explain, explain_translations
 from attnmt.inference import LoadedRun, Sentence, Translator
-from attnmt.inference.attention_maps import labels
+from attnmt.inference.attention_choice import labels
 from attnmt.inference.records import scored_record, sentence_record
 from attnmt.inference.scoring import score_pairs
 from attnmt.models.vision import cell_boxes
@@ -168,7 +168,7 @@ class RunDecoder:
 
     def _output(self, source: int | None) -> int:
         """The longest output the search allows a source of `source` subwords (None: of
-        the longest source this run reads), EOS included (`search.max_lengths`)."""
+        the longest source this run reads), EOS included (`hypotheses.max_lengths`)."""
         translator = self._translator(self.settings.beam)
         if source is None:
             source = translator.limit

@@ -28,7 +28,7 @@ import numpy as np
 from attnmt.data.images import Canvas, CanvasVocab
 from attnmt.explain import explain
 from attnmt.inference import LoadedRun, Sentence, Translator
-from attnmt.inference.attention_maps import AttentionChoice, labels
+from attnmt.inference.attention_choice import AttentionChoice, labels
 from attnmt.inference.records import SCORE_DIGITS, explanation_record, rounded_matrix
 from attnmt.inference.vision import glimpse_path, pixel_map, split_canvases
 from attnmt.models.vision import DOWNSAMPLE, MAX_SYMBOLS, grid_size
