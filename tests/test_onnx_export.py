@@ -205,10 +205,23 @@ def test_bad_exports_are_refused_in_one_sentence(tiny_runs, tmp_path, capsys):
 
 
 def test_translate_refuses_what_only_our_decoder_does(exports, capsys, monkeypatch):
-    for flag in (["--quantize", "int8"], ["--device", "cpu"]):
+    """The one loader (`attnmt.inference.loading`) refuses the same for the command line
+    and `attnmt.load`, naming the option as each spells it; the CPU an export runs on is
+    no refusal."""
+    from attnmt import load
+
+    for flag in (["--quantize", "int8"], ["--device", "cuda"]):
         code = main(["translate", str(exports["rnn"]), "-", *flag])
         assert code == 2
         assert f"{flag[0]} works with a run, not an ONNX export" in capsys.readouterr().err
+        with pytest.raises(UserError, match=f"^{flag[0][2:]} works with a run, not an ONNX"):
+            load(exports["rnn"], **{flag[0][2:]: flag[1]})
+    explain = ["--explain", "attention", "--alignments", "json"]
+    code = main(["translate", str(exports["rnn"]), "-", *explain])
+    assert code == 2 and "--explain works with a run" in capsys.readouterr().err
+    with pytest.raises(UserError, match="an ONNX export is decoded alone"):
+        load([exports["rnn"], exports["rnn"]])
+    assert load(exports["rnn"], device="cpu").loaded.model.__class__.__name__ == "OnnxModel"
 
 
 def test_the_ctranslate2_types_listed_are_ctranslate2s():
@@ -262,6 +275,25 @@ def test_the_runtime_translates_without_torch(tiny_runs, exports, tmp_path):
         timeout=120,
     )
     assert blocked.returncode != 0 and "torch is not installed here" in blocked.stderr
+
+
+def test_attnmt_load_translates_an_export_without_torch(tiny_runs, exports):
+    """The Python face is as torch-free as the command line: `attnmt.load(EXPORT_DIR)`
+    translates in a process that cannot import torch (matplotlib stays: the results draw
+    themselves), and gives the run's translation and links."""
+    import attnmt
+
+    code = (
+        BLOCKER.split("from attnmt.cli")[0].format(blocked=("torch",))
+        + "import json, attnmt\n"
+        + f"done = attnmt.load({str(exports['rnn'])!r}).translate({LINES[0]!r}, beam=3)\n"
+        + "print(json.dumps([done.text, done.record['links']]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    text, links = json.loads(done.stdout)
+    run = attnmt.load(tiny_runs["rnn"]).translate(LINES[0], beam=3)
+    assert text == run.text and links == run.record["links"]
 
 
 def test_the_docs_python_block_translates_with_an_export(exports, tmp_path, monkeypatch, capsys):

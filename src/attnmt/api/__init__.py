@@ -14,13 +14,30 @@ Each result is what `attnmt.views.results` describes: inline HTML in a notebook,
 with `.plot()`, a standalone page with `.save_html(path)`, plain data in `.records`. The
 numbers are those of the command line: the same `Translator`, search, scoring and
 evaluation code (tests/test_api.py checks `translate` against `attnmt translate
---alignments json`).
+--alignments json`). `attnmt.load` of an ONNX export translates without torch.
 """
 
-from attnmt.api.model import Model, compare, load
-from attnmt.api.runs import Evaluation, TrainedRun, evaluate, train
-from attnmt.views.results import show_figures_inline
+from __future__ import annotations
 
-show_figures_inline()  # `.plot()` figures draw in a notebook without `%matplotlib inline`
+from typing import TYPE_CHECKING
 
+from attnmt.lazy import lazy_names
+
+# name -> the module of attnmt.api that defines it. Loaded on first use: `attnmt.load` of
+# an ONNX export imports neither torch nor the training code (`runs`).
+_EXPORTS = {
+    "Model": "model",
+    "compare": "model",
+    "load": "model",
+    "Evaluation": "runs",
+    "TrainedRun": "runs",
+    "evaluate": "runs",
+    "train": "runs",
+}
 __all__ = ["Evaluation", "Model", "TrainedRun", "compare", "evaluate", "load", "train"]
+
+if TYPE_CHECKING:
+    from attnmt.api.model import Model, compare, load
+    from attnmt.api.runs import Evaluation, TrainedRun, evaluate, train
+
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

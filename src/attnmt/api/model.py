@@ -9,20 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from attnmt.config import IMAGE_MODELS
-from attnmt.devices import pick_device
 from attnmt.errors import UserError
-from attnmt.explain import check_method
-from attnmt.explain.methods import explain as explain_pairs
 from attnmt.inference import Sentence, Translator
 from attnmt.inference.attention_choice import run_attention
-from attnmt.inference.ensemble import load_ensemble
-from attnmt.inference.quantize import quantize_model
+from attnmt.inference.loading import open_model
 from attnmt.inference.records import scored_record, sentence_record
-from attnmt.inference.scoring import score_pairs
 from attnmt.inference.translator import source_limit
-from attnmt.runtime.model import is_export
-from attnmt.runtime.runs import load_export
-from attnmt.views.results import Comparison, Translated, Translations
+from attnmt.views.results import Comparison, Translated, Translations, show_figures_inline
+
+show_figures_inline()  # `.plot()` figures draw in a notebook without `%matplotlib inline`
 
 
 def _lines(text: str | Sequence[str], what: str) -> tuple[list[str], bool]:
@@ -123,8 +118,12 @@ class Model:
             need_weights=has_attention,
             threshold=threshold,
         )
-        for method in methods:
-            check_method(method, self.loaded.model, translator.choice)
+        if methods:  # explanations need torch (gradients): imported only when asked
+            from attnmt.explain import check_method
+            from attnmt.explain.methods import explain as explain_pairs
+
+            for method in methods:
+                check_method(method, self.loaded.model, translator.choice)
         if alternatives < 0 or not 0.0 <= min_alternative_prob <= 1.0:
             raise UserError(
                 "alternatives must be 0 or more and min_alternative_prob between 0 and 1"
@@ -193,6 +192,8 @@ class Model:
         ids = [
             (src[:limit], self.vocab.tgt.encode(t)) for src, t in zip(encoded, targets, strict=True)
         ]
+        from attnmt.inference.scoring import score_pairs  # forced decoding needs torch
+
         scored = score_pairs(self.loaded.model, ids, alpha=alpha, need_weights=has_attention)
         items = []
         for n, (src, tgt, (src_ids, tgt_ids), result) in enumerate(
@@ -253,26 +254,10 @@ def load(
     decodes with PyTorch's dynamic int8 on the CPU."""
 
     paths = [path] if isinstance(path, (str, Path)) else list(path)
-    if not paths:
-        raise UserError("load() needs a run directory (or a list of them)")
-    if len(paths) == 1 and is_export(paths[0]):  # onnxruntime decodes it, on the CPU
-        if quantize or device not in ("auto", "cpu"):
-            raise UserError(
-                "an ONNX export runs on the CPU as it was exported; for int8 export it with "
-                "`attnmt export RUN --format onnx --quantize int8`"
-            )
-        return Model(load_export(paths[0]), name)
-    if quantize and device == "auto":
-        device = "cpu"  # int8 runs on the CPU kernels
-    loaded = load_ensemble(
-        paths,
-        device=pick_device(device, option="device"),
-        mode=ensemble_mode,
-        layer=layer,
+    loaded = open_model(
+        paths, device=device, quantize=quantize, ensemble_mode=ensemble_mode, layer=layer,
         head=head,
-    )
-    if quantize:
-        loaded.model = quantize_model(loaded.model, quantize)
+    )  # fmt: skip
     if name is None and len(paths) > 1:
         name = " + ".join(Path(p).name for p in paths)
     return Model(loaded, name)

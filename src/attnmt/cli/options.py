@@ -19,6 +19,7 @@ from attnmt.config.checks import ENSEMBLE_MODES as MODES
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.errors import DataError, UserError
 from attnmt.explain.names import METHODS
+from attnmt.inference.loading import open_model
 from attnmt.inference.translator import MAX_SOURCE_TOKENS
 
 if TYPE_CHECKING:
@@ -187,49 +188,25 @@ def check_decoding_arguments(args: argparse.Namespace) -> None:
 
 def load_decoding_run(args: argparse.Namespace) -> LoadedRun | ExportRun:
     """The run `args.run` (or the ensemble of `args.runs`) on the device `--device` names,
-    quantised if `--quantize` asks; or an ONNX export (`attnmt.runtime`, no torch)."""
+    quantised if `--quantize` asks; or an ONNX export (`attnmt.runtime`, no torch), which
+    cannot explain (`--explain` needs the run's gradients)."""
     from attnmt.runtime.model import is_export
 
     runs = getattr(args, "runs", None) or [args.run]
-    if is_export(runs[0]):
-        return load_export_run(args, runs)
-    from attnmt.devices import pick_device
-    from attnmt.inference.ensemble import load_ensemble
-    from attnmt.inference.quantize import quantize_model
-
-    quantize = getattr(args, "quantize", None)
-    device = "cpu" if quantize and args.device == "auto" else args.device  # int8: CPU kernels
-    loaded = load_ensemble(
+    if getattr(args, "explain", None) and is_export(runs[0]):
+        raise UserError(
+            "--explain works with a run, not an ONNX export (explanations need the model's "
+            "gradients and attention in torch); give the run itself, or leave out --explain"
+        )
+    return open_model(
         runs,
-        device=pick_device(device, option="--device"),
-        mode=getattr(args, "ensemble_mode", MODES[0]),
-        layer=args.align_layer,
-        head=args.align_head,
+        device=getattr(args, "device", "auto"),
+        quantize=getattr(args, "quantize", None),
+        ensemble_mode=getattr(args, "ensemble_mode", MODES[0]),
+        layer=getattr(args, "align_layer", None),
+        head=getattr(args, "align_head", None),
+        spelled={"device": "--device", "quantize": "--quantize", "ensemble": "several runs"},
     )
-    if quantize:
-        loaded.model = quantize_model(loaded.model, quantize)
-    return loaded
-
-
-def load_export_run(args: argparse.Namespace, runs: list[str]) -> ExportRun:
-    """An ONNX export (`attnmt export RUN --format onnx`), decoded by onnxruntime; what
-    only our PyTorch decoder does is refused with the flag to leave out."""
-    from attnmt.runtime.runs import load_export
-
-    if len(runs) > 1:
-        raise UserError("an ONNX export is decoded alone; ensembles need the runs themselves")
-    for flag, value, default in (
-        ("--quantize", getattr(args, "quantize", None), None),
-        ("--explain", getattr(args, "explain", None), None),
-        ("--device", getattr(args, "device", "auto"), "auto"),
-    ):
-        if value != default:
-            raise UserError(
-                f"{flag} works with a run, not an ONNX export (onnxruntime decodes it on "
-                f"the CPU; an int8 export is `attnmt export RUN --format onnx --quantize "
-                f"int8`); leave out {flag}"
-            )
-    return load_export(runs[0])
 
 
 def split_runs(paths: list[str], most_inputs: int) -> tuple[list[str], list[str]]:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import uvicorn
 
-from attnmt.devices import DEVICES, pick_device
+from attnmt.devices import DEVICES
 from attnmt.errors import UserError
-from attnmt.inference import load_run
-from attnmt.runtime import is_export, load_export
+from attnmt.inference.loading import open_model
+from attnmt.runtime import is_export
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.app import API_KEY_ENV
 from attnmt.serve.schemas import MAX_BEAM
@@ -88,12 +88,12 @@ def named_runs(specs: list[str]) -> dict[str, str]:
     return runs
 
 
-def _load(path: str, device):
+def _load(path: str, device: str):
     """A run, or an ONNX export (`attnmt export RUN --format onnx`: onnxruntime decodes it,
-    on the CPU whatever --device says; the page shows its attention as a run's)."""
-    if is_export(path):
-        return load_export(path)
-    return load_run(path, device=device)
+    on the CPU whatever --device says, so that a GPU run and an export are served side by
+    side; the page shows its attention as a run's)."""
+    device = "cpu" if is_export(path) else device
+    return open_model(path, device=device, spelled={"device": "--device"})
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -122,9 +122,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    device = pick_device(args.device, option="--device")
     decoders = {
-        name: RunDecoder(name, _load(path, device), settings)
+        name: RunDecoder(name, _load(path, args.device), settings)
         for name, path in named_runs(args.runs).items()
     }
     app = create_app(decoders, settings)
