@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 PAIRS = ("en-fr", "en-de", "en-ja")
+MIN_SEEDS = 2  # a verdict needs a spread: two seeds a side at least (the plan has 3 or 5)
 LENGTHS = ("1-10", "11-20", "21-30", "31-40", "41-50", "51-60")
 
 Record = dict[str, Any]
@@ -39,12 +40,24 @@ def fmt(values: Sequence[float], digits: int = 1) -> str:
     return f"{s['mean']:.{d}f} ± {s['sd']:.{d}f} [{s['min']:.{d}f}–{s['max']:.{d}f}] ({s['n']})"
 
 
-def verdict(a: Sequence[float], b: Sequence[float], *, higher_is_better: bool = True) -> str:
-    """Does `a` beat `b`, seed for seed? (the module docstring)."""
+def verdict(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    higher_is_better: bool = True,
+    baseline: bool = False,
+) -> str:
+    """Does `a` beat `b`, seed for seed? (the module docstring). A side of models needs 2
+    seeds or more to be judged (one seed has no spread: "pending", with where it stands);
+    `baseline`: `b` is a fixed baseline (the diagonal: one value, no seeds)."""
     if not a or not b:
         return "not run"
     if not higher_is_better:
         a, b = [-x for x in a], [-x for x in b]
+    if len(a) < MIN_SEEDS or (len(b) < MIN_SEEDS and not baseline):
+        ahead = statistics.fmean(a) > statistics.fmean(b)
+        seeds = min(len(a), len(b) if not baseline else len(a))
+        return f"pending ({seeds} seed: {'ahead' if ahead else 'behind'})"
     if min(a) > max(b):
         return "reproduced"
     if max(a) < min(b):
@@ -206,7 +219,7 @@ def c2_c6(found: Records, baselines: dict[str, dict]) -> list[str]:
         aligned.append(
             f"{pair}: "
             + ", ".join(
-                f"below {name}: **{verdict(test, other, higher_is_better=False)}**"
+                f"below {name}: **{verdict(test, other, higher_is_better=False, baseline=True)}**"
                 for name, other in versus
                 if other
             )

@@ -68,6 +68,10 @@ def test_a_verdict_needs_every_seed_on_one_side():
     assert v([20, 21], [30, 31]) == "reversed"
     assert v([0.2, 0.3], [0.4, 0.5], higher_is_better=False) == "reproduced"  # AER
     assert v([], [1.0]) == "not run"
+    # one seed has no spread: pending, whatever the gap; a fixed baseline needs no seeds
+    assert v([90.0], [10.0]) == "pending (1 seed: ahead)"
+    assert v([0.2, 0.25], [0.5], higher_is_better=False, baseline=True) == "reproduced"
+    assert v([0.2, 0.25], [0.5], higher_is_better=False) == "pending (1 seed: ahead)"
     assert claims_report.fmt([1.0, 2.0, 3.0]) == "2.0 ± 1.0 [1.0–3.0] (3)"
     assert claims_report.fmt([]) == "—"
 
