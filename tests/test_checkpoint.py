@@ -6,8 +6,15 @@ import stat
 
 import pytest
 import torch
+from safetensors import safe_open
 
-from attnmt.checkpoint import CheckpointManager, load_checkpoint, save_checkpoint
+from attnmt.checkpoint import (
+    CheckpointManager,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+    save_weights,
+)
 from attnmt.errors import CheckpointError
 
 
@@ -59,6 +66,44 @@ def test_tied_weights_are_saved(tmp_path):
     state = {"emb.weight": emb.weight, "out.weight": out.weight}
     save_checkpoint(tmp_path / "ck", model_state=state)
     assert torch.equal(load_checkpoint(tmp_path / "ck").model["out.weight"], emb.weight)
+
+
+def test_tied_weights_are_stored_once_and_come_back_as_independent_copies(tmp_path):
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(300, 40)
+    out = torch.nn.Linear(40, 300)
+    out.weight = emb.weight
+    state = {"emb.weight": emb.weight, "out.weight": out.weight, "out.bias": out.bias}
+    save_checkpoint(tmp_path / "ck", model_state=state)
+    # One 300x40 fp32 matrix in the file, not two (12,000 values = 48,000 bytes).
+    size = (tmp_path / "ck" / "model.safetensors").stat().st_size
+    assert 48_000 + 300 * 4 <= size < 2 * 48_000
+    loaded = load_checkpoint(tmp_path / "ck").model
+    assert sorted(loaded) == sorted(state)
+    for name, value in state.items():
+        assert torch.equal(loaded[name], value)
+    loaded["emb.weight"].add_(1.0)  # averaging adds in place: the alias must not move too
+    assert torch.equal(loaded["out.weight"], emb.weight)
+    assert json.loads((tmp_path / "ck" / "state.json").read_text())["version"] == 2
+
+
+def test_save_weights_casts_to_fp16_and_aliases_only_equal_tensors(tmp_path):
+    ones = torch.ones(4, 3)
+    tensors = {
+        "a": ones,
+        "b": ones.clone(),
+        "c": ones * 2,
+        "d": ones.T.contiguous(),
+        "steps": torch.tensor([7, 8]),
+    }
+    save_weights(tmp_path / "w.safetensors", tensors, dtype=torch.float16)
+    loaded = load_weights(tmp_path / "w.safetensors")
+    assert loaded["a"].dtype == torch.float16 and loaded["steps"].dtype == torch.int64
+    for name, value in tensors.items():
+        assert torch.equal(loaded[name].to(value.dtype), value)
+    # b equals a (an alias); c differs in values, d in shape: stored themselves.
+    with safe_open(str(tmp_path / "w.safetensors"), framework="pt") as handle:
+        assert sorted(handle.keys()) == ["a", "c", "d", "steps"]
 
 
 def test_crash_while_writing_leaves_no_partial_checkpoint(tmp_path, monkeypatch):

@@ -3,7 +3,8 @@
 A checkpoint is a directory:
 
     checkpoints/step-00000500/
-        model.safetensors       model weights
+        model.safetensors       model weights, each distinct tensor once (tied weights
+                                under one name, the others as aliases in its metadata)
         optimizer.safetensors   optimizer tensors (Adam moments, step counts) and RNG state
         state.json              format tag, step, config, optimizer hyper-parameters,
                                 scheduler / data-iterator / RNG state, metrics
@@ -18,6 +19,7 @@ safetensors and JSON only: no pickle, no code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -27,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from attnmt.errors import CheckpointError
 
 FORMAT = "attnmt-checkpoint"
-VERSION = 1
+# 2: model.safetensors stores tied (equal) tensors once, with an "aliases" metadata entry.
+VERSION = 2
 
 
 @dataclass
@@ -161,9 +164,7 @@ def save_checkpoint(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        # Tied weights share storage; safetensors refuses shared tensors, so clone them.
-        model_tensors = {k: v.detach().cpu().clone().contiguous() for k, v in model_state.items()}
-        save_file(model_tensors, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
+        save_weights(tmp / "model.safetensors", model_state)
         extra = {f"extra.{k}": v.detach().cpu().contiguous() for k, v in (tensors or {}).items()}
         meta: dict[str, Any] = {"format": FORMAT, "version": VERSION, **(state or {})}
         if optimizer_state is not None:
@@ -204,26 +205,65 @@ def load_checkpoint(path: str | Path, *, with_optimizer: bool = True) -> Checkpo
         raise CheckpointError(
             f"'{path}' was written by a newer attnmt (format {state['version']}); upgrade attnmt"
         )
-    model = _load_tensors(path / "model.safetensors")
+    model = load_weights(path / "model.safetensors")
     optimizer = None
     tensors: dict[str, torch.Tensor] = {}
     if with_optimizer:
-        stored = _load_tensors(path / "optimizer.safetensors")
+        stored = load_weights(path / "optimizer.safetensors")
         tensors = {k[len("extra.") :]: v for k, v in stored.items() if k.startswith("extra.")}
         if "optimizer" in state:
             optimizer = _join_optimizer(stored, state["optimizer"])
     return Checkpoint(path=path, model=model, optimizer=optimizer, state=state, tensors=tensors)
 
 
-def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
+def load_weights(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors, its aliases (`save_weights`) expanded into copies."""
     if not path.is_file():
         raise CheckpointError(f"'{path}' is missing; the checkpoint is incomplete")
     try:
-        return load_file(str(path))
+        tensors = load_file(str(path))
+        with safe_open(str(path), framework="pt") as handle:
+            aliases = json.loads((handle.metadata() or {}).get("aliases", "{}"))
     except (SafetensorError, OSError, ValueError) as err:
         raise CheckpointError(
             f"'{path}' is damaged or not a safetensors file ({err}); pick another checkpoint"
         ) from None
+    # Copies, not views: callers may change one name's tensor in place (averaging).
+    tensors.update({name: tensors[stored].clone() for name, stored in aliases.items()})
+    return tensors
+
+
+def save_weights(
+    path: str | Path, tensors: dict[str, torch.Tensor], *, dtype: torch.dtype | None = None
+) -> None:
+    """Write weights to a safetensors file, each distinct tensor once.
+
+    Tied weights (the Transformer's shared embeddings and output layer) are one tensor under
+    several names, and safetensors refuses shared storage: the first name of every group of
+    equal tensors is stored and the others are recorded as its aliases in the file's
+    metadata, which loading expands. Equal values are all that aliasing needs, so it is
+    lossless whether or not the tensors were tied. `dtype` casts the floating-point tensors
+    (fp16 for the reference runs, half the bytes).
+    """
+    stored: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    by_content: dict[tuple, str] = {}
+    for name, value in tensors.items():
+        value = value.detach().cpu()
+        if dtype is not None and value.is_floating_point():
+            value = value.to(dtype)
+        value = value.contiguous()
+        digest = hashlib.blake2b(value.reshape(-1).view(torch.uint8).numpy()).digest()
+        key = (value.dtype, tuple(value.shape), digest)
+        first = by_content.get(key)
+        if first is not None and torch.equal(stored[first], value):
+            aliases[name] = first
+            continue
+        by_content.setdefault(key, name)
+        stored[name] = value
+    metadata = {"format": FORMAT, "aliases": json.dumps(aliases)}
+    # Clones: two distinct names may still share storage (views), which safetensors refuses.
+    save_file({k: v.clone() for k, v in stored.items()}, str(path), metadata=metadata)
 
 
 # --------------------------------------------------------------------------------------

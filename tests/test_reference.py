@@ -1,0 +1,87 @@
+"""The committed reference runs (reference/NAME, made by benchmarks/reference.py): each one
+loads by path, its recorded test BLEU is the BLEU of its recorded outputs, and decoding
+the first verses of John again on this machine gives those outputs back."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import torch
+
+import attnmt
+from attnmt.checkpoint import load_weights
+from attnmt.data.bible import book_number, load_pairs
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = ("rnnsearch-en-fr", "transformer-en-fr", "rnnencdec-en-fr")
+FIRST = 24  # verses decoded again here (beam 5 on the CPU: a few seconds a model)
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def john() -> list[str]:
+    """John's English verses in the order of the test split (the built-in corpus)."""
+    pairs = load_pairs("en-web", "fr-segond")
+    return [p.src for p in pairs if p.book == book_number("John")]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_reference_is_small_fp16_and_its_record_matches_its_outputs(name):
+    ref = ROOT / "reference" / name
+    record = json.loads((ref / "reference.json").read_text())
+    best = json.loads((ref / "checkpoints" / "best.json").read_text())
+    weights = ref / "checkpoints" / best["checkpoint"] / "model.safetensors"
+    assert weights.stat().st_size <= 20e6  # the issue's bound: the repository stays small
+    floats = {v.dtype for v in load_weights(weights).values() if v.is_floating_point()}
+    assert floats == {torch.float16}
+    assert record["best_step"] == best["step"] and record["test_beam"] == 5
+    # The recorded test BLEU is sacrebleu's over the recorded outputs and the 3 references.
+    out = _lines(ref / "eval" / "test-beam5.txt")
+    refs = [_lines(ref / "eval" / f"test-beam5.ref{k}.txt") for k in (1, 2, 3)]
+    assert len(out) == record["test"]["sentences"] == 879 and record["test"]["references"] == 3
+    assert sacrebleu.corpus_bleu(out, refs).score == pytest.approx(record["test"]["bleu"], abs=0.01)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_reference_loads_by_path_and_decodes_its_recorded_verses_again(name, john):
+    ref = ROOT / "reference" / name
+    recorded = _lines(ref / "eval" / "test-beam5.txt")[:FIRST]
+    refs = [_lines(ref / "eval" / f"test-beam5.ref{k}.txt")[:FIRST] for k in (1, 2, 3)]
+    model = attnmt.load(str(ref))
+    again = [r.text for r in model.translate(john[:FIRST], beam=5)]
+    # Recorded on a GPU, decoded here on a CPU: the sums run in another order, so a near
+    # tie between two beams may fall the other way; most verses must come back word for
+    # word and the BLEU of the few must stay close.
+    same = sum(a == b for a, b in zip(again, recorded, strict=True))
+    assert same >= 0.8 * FIRST, list(zip(again, recorded, strict=True))
+    bleu_here = sacrebleu.corpus_bleu(again, refs).score
+    bleu_recorded = sacrebleu.corpus_bleu(recorded, refs).score
+    assert abs(bleu_here - bleu_recorded) <= 3.0
+
+
+def test_the_driver_trains_finishes_and_then_leaves_a_reference_alone(tmp_path):
+    command = [
+        sys.executable, str(ROOT / "benchmarks" / "reference.py"), "rnnsearch-en-fr",
+        "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "ref"), "--threads", "1",
+        "--eval-limit", "3",
+        *("--set", "train.max_steps=2", "--set", "train.validate_every=2"),
+        *("--set", "train.checkpoint_every=2", "--set", "train.valid_sentences=3"),
+        *("--set", "data.batch_tokens=600", "--set", "model.hidden_size=16"),
+        *("--set", "model.embed_size=16"),
+    ]  # fmt: skip
+    first = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout + first.stderr
+    record = json.loads((tmp_path / "ref" / "rnnsearch-en-fr" / "reference.json").read_text())
+    assert record["steps"] == 2 and record["stopped"] == "max_steps"
+    assert record["test"]["sentences"] == 3 and record["hardware"]["device"] == "cpu"
+    assert attnmt.load(str(tmp_path / "ref" / "rnnsearch-en-fr")).translate("Jesus wept.")
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "finished already" in again.stdout
+    bad = subprocess.run([*command[:2], "nope"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no reference named nope" in bad.stderr
