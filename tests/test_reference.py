@@ -13,7 +13,7 @@ import torch
 
 import attnmt
 from attnmt.checkpoint import load_weights
-from attnmt.data.bible import book_number, load_pairs
+from attnmt.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ("rnnsearch-en-fr", "transformer-en-fr", "rnnencdec-en-fr")
@@ -22,13 +22,6 @@ FIRST = 24  # verses decoded again here (beam 5 on the CPU: a few seconds a mode
 
 def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
-
-
-@pytest.fixture(scope="module")
-def john() -> list[str]:
-    """John's English verses in the order of the test split (the built-in corpus)."""
-    pairs = load_pairs("en-web", "fr-segond")
-    return [p.src for p in pairs if p.book == book_number("John")]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -49,12 +42,15 @@ def test_a_reference_is_small_fp16_and_its_record_matches_its_outputs(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_a_reference_loads_by_path_and_decodes_its_recorded_verses_again(name, john):
+def test_a_reference_loads_by_path_and_decodes_its_recorded_verses_again(name):
     ref = ROOT / "reference" / name
     recorded = _lines(ref / "eval" / "test-beam5.txt")[:FIRST]
     refs = [_lines(ref / "eval" / f"test-beam5.ref{k}.txt")[:FIRST] for k in (1, 2, 3)]
     model = attnmt.load(str(ref))
-    again = [r.text for r in model.translate(john[:FIRST], beam=5)]
+    john = model.examples("test")  # the run's own test split, in the recorded order
+    assert len(john) == 879 and john[0].id == "John 1:1"
+    assert [ex.tgt for ex in john[:FIRST]] == refs[0] and len(john[0].refs) == 2
+    again = [r.text for r in model.translate([ex.src for ex in john[:FIRST]], beam=5)]
     # Recorded on a GPU, decoded here on a CPU: the sums run in another order, so a near
     # tie between two beams may fall the other way; most verses must come back word for
     # word and the BLEU of the few must stay close.
@@ -83,5 +79,7 @@ def test_the_driver_trains_finishes_and_then_leaves_a_reference_alone(tmp_path):
     assert attnmt.load(str(tmp_path / "ref" / "rnnsearch-en-fr")).translate("Jesus wept.")
     again = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "finished already" in again.stdout
+    with pytest.raises(UserError, match="unknown split 'train'"):
+        attnmt.load(str(tmp_path / "ref" / "rnnsearch-en-fr")).examples("train")
     bad = subprocess.run([*command[:2], "nope"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no reference named nope" in bad.stderr

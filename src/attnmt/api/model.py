@@ -59,6 +59,17 @@ class Model:
         except (OSError, ValueError):
             return None
 
+    def examples(self, split: str = "test") -> list:
+        """The run's own dev or test sentences, as `attnmt evaluate` decodes them: each with
+        `.id` (a verse reference such as "John 6:47" on the Bible), `.src`, `.tgt` and
+        `.refs` (further references). Read from the corpus the run was trained on (from the
+        data cache when it is there; nothing is written)."""
+        from attnmt.data.preparation import decoding_split
+
+        if split not in ("dev", "test"):
+            raise UserError(f"unknown split '{split}'; examples() gives 'dev' or 'test'")
+        return list(decoding_split(self.config.data, split, self.vocab))
+
     def __repr__(self) -> str:
         cfg = self.config
         members = self.loaded.members
