@@ -39,6 +39,13 @@ def test_a_reference_is_small_fp16_and_its_record_matches_its_outputs(name):
     refs = [_lines(ref / "eval" / f"test-beam5.ref{k}.txt") for k in (1, 2, 3)]
     assert len(out) == record["test"]["sentences"] == 879 and record["test"]["references"] == 3
     assert sacrebleu.corpus_bleu(out, refs).score == pytest.approx(record["test"]["bleu"], abs=0.01)
+    # attnmt.evaluate(recorded=True) reads the same evaluation back, decoding nothing.
+    recorded = attnmt.evaluate(str(ref), recorded=True)
+    assert recorded.bleu == record["test"]["bleu"] and recorded.hypotheses == out
+    assert recorded.references[0] == [r[0] for r in refs]
+    assert sum(row["sentences"] for row in recorded.by_length()) == 879
+    with pytest.raises(UserError, match="no recorded test evaluation at beam 2"):
+        attnmt.evaluate(str(ref), beam=2, recorded=True)
 
 
 @pytest.mark.parametrize("name", NAMES)

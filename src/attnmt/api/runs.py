@@ -189,10 +189,15 @@ def evaluate(
     limit: int | None = None,
     max_len_ratio: float = 2.0,
     device: str = "auto",
+    recorded: bool = False,
 ) -> Evaluation:
     """Decode a split of the run's corpus and score it, as `attnmt evaluate` does (no
-    files written): BLEU and chrF with sacrebleu, BLEU by source length, speed."""
+    files written): BLEU and chrF with sacrebleu, BLEU by source length, speed.
 
+    `recorded=True` decodes nothing: it reads back what `attnmt evaluate RUN --split SPLIT
+    --beam BEAM` wrote into RUN/eval (a reference run's test scores, say)."""
+    if recorded:
+        return _recorded(run.run_dir if isinstance(run, Model) else Path(run), split, beam)
     model = run if isinstance(run, Model) else load(run, device=device)
     loaded = model.loaded
     if limit is not None and limit < 1:
@@ -220,3 +225,22 @@ def evaluate(
         )
     references = [[ex.tgt, *ex.refs] for ex in examples]
     return Evaluation(result, hypotheses, model.name, [ex.src for ex in examples], references)
+
+
+def _recorded(run_dir: Path, split: str, beam: int) -> Evaluation:
+    """The evaluation `attnmt evaluate` wrote into RUN/eval, read back."""
+    stem = run_dir / "eval" / f"{split}-beam{beam}"
+    try:
+        result = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
+        hypotheses = stem.with_suffix(".txt").read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError):
+        raise UserError(
+            f"'{run_dir}' has no recorded {split} evaluation at beam {beam}; run `attnmt "
+            f"evaluate {run_dir} --split {split} --beam {beam}` first, or drop recorded=True"
+        ) from None
+    sides = [
+        stem.with_name(f"{stem.name}.ref{k}.txt").read_text(encoding="utf-8").splitlines()
+        for k in range(1, int(result.get("references", 1)) + 1)
+    ]
+    references = [list(refs) for refs in zip(*sides, strict=True)]
+    return Evaluation(result, hypotheses, run_dir.name, None, references)

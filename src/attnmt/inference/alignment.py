@@ -277,6 +277,27 @@ def diagonal_alignment(src_len: int, tgt_len: int) -> set[tuple[int, int]]:
     return {((2 * j + 1) * src_len // (2 * tgt_len), j) for j in range(tgt_len)}
 
 
+def local_reversals(links: set[Link]) -> list[tuple[int, int, int, int]]:
+    """The adjacent word pairs an alignment swaps: (i, i + 1, a, a − 1) where source words
+    i and i + 1 are linked one to one to target words a and a − 1 (*eternal life* → *vie
+    éternelle*: the crossing of Bahdanau et al.'s Fig. 3). Each of the four words must
+    have that one link only, so a reversal is read off the links unambiguously."""
+    by_source: dict[int, list[int]] = {}
+    by_target: dict[int, list[int]] = {}
+    for i, j in links:
+        by_source.setdefault(i, []).append(j)
+        by_target.setdefault(j, []).append(i)
+    found = []
+    for i, targets in sorted(by_source.items()):
+        following = by_source.get(i + 1, [])
+        if len(targets) != 1 or len(following) != 1:
+            continue
+        a, b = targets[0], following[0]
+        if b == a - 1 and by_target[a] == [i] and by_target[b] == [i + 1]:
+            found.append((i, i + 1, a, b))
+    return found
+
+
 def collapsed(links: set[Link], target_words: int) -> bool:
     """Whether the links say nothing: more than half of the target words linked to one
     source word (an attention that stares at one position, as an untrained one does).
