@@ -77,6 +77,14 @@ class Chapter:
             raise UserError(f"no config named {name} in {path.parent}")
         return path
 
+    def reference(self, name: str) -> Path:
+        """A committed reference run (reference/NAME, docs/reference.md): trained far past
+        a chapter's budget, loaded and never trained here."""
+        path = configs_dir().parent / "reference" / name
+        if not (path / "reference.json").is_file():
+            raise UserError(f"no reference run named {name} in {path.parent}")
+        return path
+
     def train(self, config: str, run: str, *, progress: bool = True, **sections):
         """`attnmt.train(configs/CONFIG)` into this chapter's folder `run`, with the data
         cache shared by every chapter; an identical finished run is loaded, not retrained."""
