@@ -90,3 +90,13 @@ def test_the_driver_trains_finishes_and_then_leaves_a_reference_alone(tmp_path):
         attnmt.load(str(tmp_path / "ref" / "rnnsearch-en-fr")).examples("train")
     bad = subprocess.run([*command[:2], "nope"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no reference named nope" in bad.stderr
+
+
+def test_a_chapter_finds_the_references_by_name(tmp_path, monkeypatch):
+    from attnmt.tutorial import Chapter
+
+    monkeypatch.setenv("ATTNMT_NOTEBOOK_RUNS", str(tmp_path))
+    chapter = Chapter("00-test", "smoke")
+    assert chapter.reference("rnnsearch-en-fr") == ROOT / "reference" / "rnnsearch-en-fr"
+    with pytest.raises(UserError, match="no reference run named nope"):
+        chapter.reference("nope")
