@@ -62,6 +62,54 @@ table([(m["step"], m["bleu"]) for m in fr.metrics if m["type"] == "valid"],
       ["update", "dev BLEU"], digits=2)
 
 # %% [markdown]
+# ## One decoder step, written out
+#
+# What the model computes before writing each French subword, with its own weights and
+# nothing hidden: the score of every annotation h_j against the previous state s_{i−1},
+# the softmax, the context, PyTorch's GRU cell written as equations (its reset gate acts
+# after the recurrent product, the cuDNN form), and the maxout deep output. The first step
+# from the start symbol, checked against the library's own `step`:
+
+# %%
+import torch
+
+net = fr.module  # the torch.nn.Module behind the model: RNNsearch
+D, a = net.hidden_size, net.attention.score  # a: the additive score's W_a, U_a and v_a
+gru = net.rnn  # weights [W_r; W_z; W_n] on the input and [U_r; U_z; U_n] on the state
+
+
+def bahdanau_step(y_prev, s_prev, h):
+    """One step of Bahdanau et al.'s decoder (eqs. 4-6, appendix A.2.2): the previous
+    output token, s_{i-1} (D,), the annotations h (S, 2D) -> scores of y_i, s_i, alpha_i."""
+    e = a.v_a(torch.tanh(a.W_a(s_prev) + a.U_a(h))).squeeze(-1)  # e_ij (S,), eq. 6
+    alpha = torch.softmax(e, dim=0)  # alpha_ij, eq. 6
+    c = alpha @ h  # c_i = sum_j alpha_ij h_j, eq. 5: (2D,)
+    x = torch.cat([net.tgt_embed(y_prev), c])  # the GRU's input [E y_{i-1}; c_i]
+    gi = gru.weight_ih_l0 @ x + gru.bias_ih_l0  # the gates' input parts (3D,)
+    gh = gru.weight_hh_l0 @ s_prev + gru.bias_hh_l0  # their recurrent parts (3D,)
+    r = torch.sigmoid(gi[:D] + gh[:D])  # reset gate
+    z = torch.sigmoid(gi[D:2 * D] + gh[D:2 * D])  # update gate
+    n = torch.tanh(gi[2 * D:] + r * gh[2 * D:])  # candidate state
+    s = (1 - z) * n + z * s_prev  # s_i, eq. 4
+    t_tilde = net.readout.linear(torch.cat([s, net.tgt_embed(y_prev), c]))  # A.2.2
+    t = t_tilde.view(D, 2).amax(dim=-1)  # maxout: t_k = max(t~_{2k-1}, t~_{2k})
+    return net.generator(t), s, alpha
+
+
+ids = torch.tensor([[*fr.vocab.src.encode("Jesus wept."), 3]])  # 3 = </s>
+with torch.no_grad():
+    memory = net.encode(ids, torch.ones_like(ids, dtype=torch.bool))
+    h = memory.annotations[0]  # (S, 2D): h_j = [→h_j; ←h_j]
+    s0 = torch.tanh(net.init_proj(h[0, D:]))  # s_0 = tanh(W_s ←h_1), appendix A.2.2
+    mine, s1, alpha = bahdanau_step(torch.tensor(2), s0, h)  # 2 = <s>, the first input
+    theirs, _, weights = net.step(torch.tensor([2]), net.init_state(memory), memory,
+                                  need_weights=True)
+assert torch.allclose(mine, theirs[0], atol=1e-4) and torch.allclose(alpha, weights[0], atol=1e-5)
+first = fr.vocab.tgt.decode([int(mine.argmax())])
+print(f"the same scores over {mine.numel():,} subwords (largest difference "
+      f"{(mine - theirs[0]).abs().max():.1e}); the first French word: {first!r}")
+
+# %% [markdown]
 # ## The attention while reading a reference
 #
 # To see what the model has learned about correspondences, independent of how well it
