@@ -210,5 +210,62 @@ print(f"aligns best: {best} (AER {heads[best]['aer']}%); looks one word early mo
 # position as much as by content. Select it in the view above to see its band one column
 # to the left of the alignment.
 
+# %% [markdown]
+# ## The encoder, written out
+#
+# Everything between the source words and what cross-attention reads, with the reference
+# model's own weights: embeddings scaled by √d plus sinusoidal positions (§3.4, §3.5),
+# then per block layer normalisation, multi-head self-attention and a residual, layer
+# normalisation, the feed-forward network and a residual (this model normalises *before*
+# each sub-layer, "pre-norm", and once more after the last block; the paper normalises
+# after). Checked against the model's own `encode`:
+
+# %%
+import math
+
+net = reference.module  # the torch.nn.Module: the Transformer
+d, H = net.d_model, net.encoder_layers[0].self_attn.num_heads
+
+
+def positions(n, d):
+    """Sinusoidal positions (§3.5): PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos."""
+    p = torch.arange(n, dtype=torch.float32)[:, None]
+    angle = p / 10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d)  # (n, d/2)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(n, d)  # sin, cos, ...
+
+
+def layer_norm(x, norm):
+    """(x − mean) / √(variance + ε), then a learned gain and bias (Ba et al. 2016)."""
+    mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+    return (x - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias
+
+
+def self_attention(x, attn):
+    """softmax(Q Kᵀ / √d_h) V in H heads of d_h = d / H, concatenated, then W^O (§3.2)."""
+    n, dh = x.shape[0], d // H
+    q, k, v = (proj(x).view(n, H, dh).transpose(0, 1)
+               for proj in (attn.q_proj, attn.k_proj, attn.v_proj))  # (H, n, d_h) each
+    weights = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(dh), dim=-1)  # (H, n, n)
+    return attn.out_proj((weights @ v).transpose(0, 1).reshape(n, d))
+
+
+def encoder_block(x, block):
+    """x + SelfAttention(LN(x)), then x + FFN(LN(x)), FFN(y) = max(0, y W1 + b1) W2 + b2."""
+    x = x + self_attention(layer_norm(x, block.attn_residual.norm), block.self_attn)
+    y = layer_norm(x, block.ff_residual.norm)
+    return x + block.ff.w_2(torch.relu(block.ff.w_1(y)))
+
+
+ids = torch.tensor([*reference.vocab.src.encode(verse.src), 3])  # 3 = </s>
+with torch.no_grad():
+    x = net.src_embed(ids) * math.sqrt(d) + positions(len(ids), d)
+    for block in net.encoder_layers:
+        x = encoder_block(x, block)
+    mine = layer_norm(x, net.encoder_norm)  # (S, d): what cross-attention reads
+    theirs = net.encode(ids[None], torch.ones(1, len(ids), dtype=torch.bool)).encoded[0]
+assert torch.allclose(mine, theirs, atol=1e-4)
+print(f"{len(ids)} source subwords of {verse.id}, {len(net.encoder_layers)} blocks: the same "
+      f"{tuple(mine.shape)} encoding (largest difference {(mine - theirs).abs().max():.1e})")
+
 # %%
 chapter.done()
