@@ -136,7 +136,7 @@ def finish(name: str, args: argparse.Namespace) -> dict:
         "wall_minutes": round(last["progress"]["elapsed"] / 60, 1),
         "hardware": last["hardware"],
         "gpu": torch.cuda.get_device_name() if "cuda" in last["hardware"]["device"] else None,
-        "parameters": sum(v.numel() for v in weights.values()),
+        "parameters": report["parameters"],  # each tied tensor once (the weights repeat it)
         "checkpoint_mb": round((stored / "model.safetensors").stat().st_size / 1e6, 1),
         "best_step": best["step"],
         "dev_bleu_best": best["metric"],

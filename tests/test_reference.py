@@ -34,6 +34,8 @@ def test_a_reference_is_small_fp16_and_its_record_matches_its_outputs(name):
     floats = {v.dtype for v in load_weights(weights).values() if v.is_floating_point()}
     assert floats == {torch.float16}
     assert record["best_step"] == best["step"] and record["test_beam"] == 5
+    report = json.loads((ref / "eval" / "test-beam5.json").read_text())
+    assert record["parameters"] == report["parameters"]  # tied weights counted once
     # The recorded test BLEU is sacrebleu's over the recorded outputs and the 3 references.
     out = _lines(ref / "eval" / "test-beam5.txt")
     refs = [_lines(ref / "eval" / f"test-beam5.ref{k}.txt") for k in (1, 2, 3)]
