@@ -60,6 +60,8 @@ LAZY_IMPORTS = {
     ("attnmt.api.model", "attnmt.explain"),
     ("attnmt.api.model", "attnmt.explain.methods"),
     ("attnmt.api.model", "attnmt.inference.scoring"),
+    # ...and a run's own dev/test sentences (`Model.examples`) read the corpus when asked.
+    ("attnmt.api.model", "attnmt.data.preparation"),
     ("attnmt.cli.translate", "attnmt.inference.attention_maps"),
     ("attnmt.inference.array_ops", "attnmt.inference.torch_ops"),
     ("attnmt.runtime.arrays", "onnxruntime"),
