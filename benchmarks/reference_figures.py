@@ -93,7 +93,6 @@ def crossings(records, links, index) -> dict:
             elif len(examples) < 8:
                 src, tgt = record["source_words"], record["target_words"]
                 examples.append(f"{src[i]} {src[i2]} -> {tgt[b]} {tgt[a]}")
-        # (examples: reversals the attention misses, to read)
     return {"reversals": total, "crossed": crossed, "missed_examples": examples}
 
 
