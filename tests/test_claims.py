@@ -48,6 +48,18 @@ def test_every_planned_run_loads_as_the_model_it_names(budget, tmp_path):
         claims.plan(budget, ["C8"])
 
 
+def test_a_full_budget_selection_measures_its_runs_for_every_claim():
+    # `--claims C1` at the full budget trains the C1 runs only, each measured for all it
+    # serves (an RNNsearch record must still carry C2, C6, C9), so it completes the table
+    full = {s.name: s for s in claims.plan("full")}
+    chosen = claims.chosen_runs("full", ["C1"])
+    assert {s.name for s in chosen} == {s.name for s in claims.plan("full", ["C1"])}
+    assert all(s.claims == full[s.name].claims for s in chosen)
+    assert "C9" in {c for s in chosen for c in s.claims}
+    # the smoke budget keeps the selection narrow: seconds, not minutes
+    assert {c for s in claims.chosen_runs("smoke", ["C1"]) for c in s.claims} == {"C1"}
+
+
 def test_full_budget_rnnencdec_matches_rnnsearch_in_size():
     from attnmt.models import build_model
 
