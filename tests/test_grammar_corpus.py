@@ -117,6 +117,15 @@ def test_evaluate_scores_the_attention_against_sure_and_possible_links(prepared,
     assert any(c != set(p.sure) for c, p in zip(causes, pairs, strict=True))
     want = alignment_scores(predicted, causes)
     assert explained["methods"]["attention"]["aer"] == pytest.approx(100 * want["aer"], abs=0.01)
+    # the Python face measures the same, from the same function
+    import attnmt
+
+    scores = attnmt.evaluate(run, limit=5, explain="attention", device="cpu")
+    assert scores.alignment["aer"] == alignment["aer"]
+    measured = {k: v for k, v in scores.explanations["methods"]["attention"].items()
+                if k != "ms_per_sentence"}  # fmt: skip
+    assert measured.items() <= explained["methods"]["attention"].items()  # all but the time
+    assert "| attention |" in scores.explanations_table()
 
 
 def test_the_docs_show_the_rules_the_generator_follows():

@@ -5,24 +5,101 @@ RUN/eval/ and what `attnmt compare` reads back from several runs.
     rows = [summarize(run_dir, name, evaluation) for ...]                 # one row a run
     print(comparison_table(rows))
 
-`result` is the dict `attnmt.inference.evaluation.evaluate_examples` returns (scores,
-BLEU by length, speed) with the alignment report added where there is one.
+`result` is the dict `evaluate_split` returns: `evaluate_examples`'s scores, BLEU by
+length and speed, with the pictures' report (image corpora), each explanation method's
+measures (when asked) and the attention's alignment report (corpora with gold links) added.
+The command line and `attnmt.evaluate` both take it from `evaluate_split`.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from attnmt.checkpoint import resolve_checkpoint, write_json_atomic
+from attnmt.config import IMAGE_CORPORA
 from attnmt.data.alignments import write_pharaoh
-from attnmt.errors import CheckpointError, DataError
+from attnmt.data.buckets import DECODE_BATCH_TOKENS
+from attnmt.data.preparation import decoding_split
+from attnmt.errors import CheckpointError, DataError, UserError
+from attnmt.explain import check_method, explanation_report
+from attnmt.explain.images import image_explanations
 from attnmt.explain.measures import markdown_rows
 from attnmt.inference.alignment import SYMMETRIZATIONS
+from attnmt.inference.attention_choice import AttentionChoice, run_attention
+from attnmt.inference.evaluation import alignment_report, evaluate_examples
+from attnmt.inference.translator import source_limit
+from attnmt.inference.vision import image_report
 from attnmt.metrics import markdown_table, reference_streams
 from attnmt.plotting import length_curves
+
+# corpora whose pairs come with word links: their evaluation scores the attention as an aligner
+GOLD_CORPORA = ("alignments", "grammar")
+
+
+def evaluate_split(
+    loaded: Any,
+    split: str = "test",
+    *,
+    limit: int | None = None,
+    beam: int = 5,
+    alpha: float = 0.6,
+    max_len_ratio: float = 2.0,
+    batch_tokens: int = DECODE_BATCH_TOKENS,
+    max_source_len: int | None = None,
+    choice: AttentionChoice | None = None,
+    explain: Sequence[str] = (),
+    explain_sentences: int = 100,
+    ig_steps: int = 32,
+) -> tuple[dict[str, Any], list[str], list | None, list]:
+    """Decode the first `limit` sentences of a run's `split` and measure them: the scores,
+    BLEU by length and speed; on an image corpus where the model looked; each of `explain`'s
+    methods on the first `explain_sentences` (against the gold links or causes where the
+    corpus has them); on a corpus with gold links the attention's AER (`choice`: which
+    layer/head aligns, the run's default when None). Returns the result, the hypotheses,
+    the predicted links (None without gold) and the examples decoded."""
+    if limit is not None and limit < 1:
+        raise UserError(f"limit must be at least 1, got {limit}")
+    if explain and explain_sentences < 1:
+        raise UserError(f"explain_sentences must be at least 1, got {explain_sentences}")
+    choice = choice or run_attention(loaded)
+    for method in explain:
+        check_method(method, loaded.model, choice)
+    examples = decoding_split(loaded.cfg.data, split, loaded.vocab)[:limit]
+    if not examples:
+        raise UserError(
+            f"the {split} split of data.corpus '{loaded.cfg.data.corpus}' is empty; "
+            "evaluate another split or set its path in the run's config"
+        )
+    words = source_limit(loaded.cfg.model, max_source_len)
+    result, hypotheses = evaluate_examples(
+        loaded, examples, split=split, limit=words, sentences=limit, beam=beam, alpha=alpha,
+        max_len_ratio=max_len_ratio, batch_tokens=batch_tokens,
+    )  # fmt: skip
+    image = loaded.cfg.data.corpus in IMAGE_CORPORA
+    if explain:
+        kw = {"sentences": explain_sentences, "ig_steps": ig_steps}
+        result["explanations"] = (
+            image_explanations(loaded, examples, explain, choice, split, **kw)
+            if image
+            else explanation_report(loaded, examples, explain, choice, words, **kw)
+        )
+    if image:  # per symbol read, where the model looked
+        result["images"] = image_report(
+            loaded, examples, hypotheses, split, batch_tokens=batch_tokens
+        )
+    alignments = None
+    if loaded.cfg.data.corpus in GOLD_CORPORA:
+        if not getattr(loaded.model, "uses_attention", True):
+            result["alignment"] = {"skipped": "the model has no attention"}
+        else:
+            result["alignment"], alignments = alignment_report(
+                loaded, examples, choice, words, batch_tokens
+            )
+    return result, hypotheses, alignments, examples
 
 
 def write_report(

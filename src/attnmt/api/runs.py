@@ -13,17 +13,13 @@ import yaml
 from matplotlib.figure import Figure
 
 from attnmt.api.model import Model, load, read_metrics
-from attnmt.config import IMAGE_CORPORA, Config, load_config
+from attnmt.config import Config, load_config
 from attnmt.config.loading import to_dict
-from attnmt.data.buckets import DECODE_BATCH_TOKENS
-from attnmt.data.preparation import decoding_split
 from attnmt.errors import UserError
-from attnmt.inference import alignment_report, evaluate_examples
-from attnmt.inference.attention_choice import run_attention
-from attnmt.inference.translator import source_limit
-from attnmt.inference.vision import image_report
+from attnmt.explain.measures import markdown_rows
 from attnmt.metrics import bleu_by_length
 from attnmt.plotting import length_curves_figure
+from attnmt.report import evaluate_split
 from attnmt.training import train as train_run
 from attnmt.views.results import Table
 
@@ -120,6 +116,13 @@ def _apply(cfg, pairs: Sequence[str]):
         return load_config(path, list(pairs))
 
 
+class MarkdownText(str):
+    """A markdown table as text: printed as it is, rendered as a table in a notebook."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
 class Evaluation(Table):
     """What `attnmt.evaluate` returns: BLEU, chrF, BLEU by source length, speed
     (`data`, as `attnmt evaluate` writes it) and the `hypotheses`; `.plot()` draws BLEU
@@ -154,6 +157,18 @@ class Evaluation(Table):
 
     bleu = property(lambda self: self.data["bleu"])
     chrf = property(lambda self: self.data["chrf"])
+    # the attention's alignment report (AER, precision, recall, the diagonal's, by
+    # phenomenon) on a corpus with gold links; None elsewhere
+    alignment = property(lambda self: self.data.get("alignment"))
+    # `explain`'s measures: per method AER, deletion/insertion areas and curves; or None
+    explanations = property(lambda self: self.data.get("explanations"))
+
+    def explanations_table(self) -> MarkdownText:
+        """The explanation methods' measures as the markdown table `attnmt evaluate
+        --explain` writes (one row a method, the random order and the diagonal below)."""
+        if not self.explanations:
+            raise UserError("this evaluation measured no explanations; pass explain=[...]")
+        return MarkdownText("\n".join(markdown_rows(self.explanations)))
 
     def _repr_html_(self) -> str:
         keep = ("run", "split", "step", "beam", "bleu", "chrf", "bleu_tokenizer")
@@ -189,40 +204,37 @@ def evaluate(
     limit: int | None = None,
     max_len_ratio: float = 2.0,
     device: str = "auto",
+    explain: str | Sequence[str] | None = None,
+    explain_sentences: int = 100,
+    ig_steps: int = 32,
     recorded: bool = False,
 ) -> Evaluation:
     """Decode a split of the run's corpus and score it, as `attnmt evaluate` does (no
-    files written): BLEU and chrF with sacrebleu, BLEU by source length, speed.
+    files written): BLEU and chrF with sacrebleu, BLEU by source length, speed; on a corpus
+    with gold links (`alignments`, `grammar`) the attention's AER (`.alignment`).
+
+    `explain` measures one or more explanation methods (attnmt.explain.METHODS) on the
+    first `explain_sentences` sentences, as `attnmt evaluate --explain` does: AER against
+    the gold links (the grammar lab: the exact causes), deletion and insertion areas
+    against a random order (`.explanations`; `.explanations_table()` as markdown).
 
     `recorded=True` decodes nothing: it reads back what `attnmt evaluate RUN --split SPLIT
     --beam BEAM` wrote into RUN/eval (a reference run's test scores, say)."""
     if recorded:
         return _recorded(run.run_dir if isinstance(run, Model) else Path(run), split, beam)
     model = run if isinstance(run, Model) else load(run, device=device)
-    loaded = model.loaded
-    if limit is not None and limit < 1:
-        raise UserError(f"limit must be at least 1, got {limit}")
-    examples = decoding_split(loaded.cfg.data, split, loaded.vocab)[:limit]
-    if not examples:
-        raise UserError(f"the {split} split of data.corpus '{loaded.cfg.data.corpus}' is empty")
-    result, hypotheses = evaluate_examples(
-        loaded,
-        examples,
-        split=split,
-        limit=source_limit(loaded.cfg.model),
-        sentences=limit,
+    methods = [explain] if isinstance(explain, str) else list(explain or [])
+    result, hypotheses, _, examples = evaluate_split(
+        model.loaded,
+        split,
+        limit=limit,
         beam=beam,
         alpha=alpha,
         max_len_ratio=max_len_ratio,
+        explain=methods,
+        explain_sentences=explain_sentences,
+        ig_steps=ig_steps,
     )
-    if loaded.cfg.data.corpus in IMAGE_CORPORA:  # per digit, where it looked (as the CLI)
-        result["images"] = image_report(loaded, examples, hypotheses, split)
-    if loaded.cfg.data.corpus == "alignments" and getattr(loaded.model, "uses_attention", True):
-        # AER of the attention against the human links, as `attnmt evaluate` reports it
-        limit_len = source_limit(loaded.cfg.model)
-        result["alignment"], _ = alignment_report(
-            loaded, examples, run_attention(loaded), limit_len, DECODE_BATCH_TOKENS
-        )
     references = [[ex.tgt, *ex.refs] for ex in examples]
     return Evaluation(result, hypotheses, model.name, [ex.src for ex in examples], references)
 

@@ -37,21 +37,16 @@ from attnmt.cli.options import (
     explain_methods,
     load_decoding_run,
 )
-from attnmt.config import IMAGE_CORPORA
 from attnmt.data.preparation import decoding_split
 from attnmt.errors import UserError
-from attnmt.explain import check_method, explanation_report
-from attnmt.explain.images import image_explanations
+from attnmt.explain import check_method
 from attnmt.inference import (
-    alignment_report,
-    evaluate_examples,
     source_limit,
     symmetrized_report,
 )
 from attnmt.inference.alignment import SYMMETRIZATIONS
 from attnmt.inference.attention_choice import run_attention
-from attnmt.inference.vision import image_report
-from attnmt.report import write_report
+from attnmt.report import evaluate_split, write_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,23 +99,19 @@ def run(args: argparse.Namespace) -> int:
         loaded, layer=args.align_layer, head=args.align_head, offset=args.align_offset
     )
     other = _other_direction(args, loaded)
-    examples = decoding_split(loaded.cfg.data, args.split, loaded.vocab)[: args.limit]
-    if not examples:
-        raise UserError(
-            f"the {args.split} split of data.corpus '{loaded.cfg.data.corpus}' is empty; "
-            "evaluate another split (--split) or set its path in the run's config"
-        )
-    limit = source_limit(loaded.cfg.model, args.max_source_len)
-    result, hypotheses = evaluate_examples(
+    result, hypotheses, alignments, examples = evaluate_split(
         loaded,
-        examples,
-        split=args.split,
-        limit=limit,
-        sentences=args.limit,
+        args.split,
+        limit=args.limit,
         beam=args.beam,
         alpha=args.alpha,
         max_len_ratio=args.max_len_ratio,
         batch_tokens=args.batch_tokens,
+        max_source_len=args.max_source_len,
+        choice=choice,
+        explain=_explain_methods(args, loaded, choice),
+        explain_sentences=args.explain_sentences,
+        ig_steps=args.ig_steps,
     )
     if args.quantize:  # the speed and scores are those of the quantised model
         result["quantize"] = args.quantize
@@ -130,31 +121,17 @@ def run(args: argparse.Namespace) -> int:
             "checkpoints": [str(m.checkpoint) for m in loaded.members],
             "mode": args.ensemble_mode,
         }
-    alignments = None
-    if args.explain:
-        result["explanations"] = _explanations(args, loaded, examples, choice, limit)
-    if loaded.cfg.data.corpus in IMAGE_CORPORA:
-        result["images"] = image_report(
-            loaded, examples, hypotheses, args.split, batch_tokens=args.batch_tokens
+    if other is not None and alignments is not None:
+        result["alignment"]["symmetrized"] = symmetrized_report(
+            loaded,
+            alignments,
+            examples,
+            other,
+            decoding_split(other.cfg.data, args.split, other.vocab)[: args.limit],
+            source_limit(loaded.cfg.model, args.max_source_len),
+            source_limit(other.cfg.model, args.max_source_len),
+            args.batch_tokens,
         )
-    if loaded.cfg.data.corpus in ("alignments", "grammar"):
-        if not getattr(loaded.model, "uses_attention", True):
-            result["alignment"] = {"skipped": "the model has no attention"}
-        else:
-            result["alignment"], alignments = alignment_report(
-                loaded, examples, choice, limit, args.batch_tokens
-            )
-            if other is not None:
-                result["alignment"]["symmetrized"] = symmetrized_report(
-                    loaded,
-                    alignments,
-                    examples,
-                    other,
-                    decoding_split(other.cfg.data, args.split, other.vocab)[: args.limit],
-                    limit,
-                    source_limit(other.cfg.model, args.max_source_len),
-                    args.batch_tokens,
-                )
     out_dir = Path(args.out) if args.out else _default_out(loaded)
     references = [[ex.tgt, *ex.refs] for ex in examples]
     files = write_report(
@@ -164,19 +141,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _explanations(args: argparse.Namespace, loaded, examples, choice, limit: int) -> dict:
-    """--explain: each method measured on the first --explain-sentences examples."""
+def _explain_methods(args: argparse.Namespace, loaded, choice) -> list[str]:
+    """--explain's methods ("all": every method that fits this model); none without it."""
+    if not args.explain:
+        return []
     methods = explain_methods(args.explain, several=True)
-    if args.explain.strip() == "all":  # every method that fits this model
+    if args.explain.strip() == "all":
         methods = [m for m in methods if _fits(m, loaded.model, choice)]
-    for method in methods:
-        check_method(method, loaded.model, choice)
-    if args.explain_sentences < 1:
-        raise UserError(f"--explain-sentences must be at least 1, got {args.explain_sentences}")
-    kw = {"sentences": args.explain_sentences, "ig_steps": args.ig_steps}
-    if loaded.cfg.data.corpus in IMAGE_CORPORA:
-        return image_explanations(loaded, examples, methods, choice, args.split, **kw)
-    return explanation_report(loaded, examples, methods, choice, limit, **kw)
+    return methods
 
 
 def _fits(method: str, model, choice) -> bool:
