@@ -102,3 +102,7 @@ def test_a_chapter_finds_the_references_by_name(tmp_path, monkeypatch):
     assert chapter.reference("rnnsearch-en-fr") == ROOT / "reference" / "rnnsearch-en-fr"
     with pytest.raises(UserError, match="no reference run named nope"):
         chapter.reference("nope")
+    # ...and the committed measurements a chapter reads back (the lab's claims)
+    assert chapter.results("claims.jsonl") == ROOT / "benchmarks" / "results" / "claims.jsonl"
+    with pytest.raises(UserError, match="no committed result named nope.json"):
+        chapter.results("nope.json")
