@@ -106,6 +106,31 @@ def test_explanations_join_the_attention_maps(tiny_runs):
     np.testing.assert_allclose(maps[1]["subword"], ref.matrix.numpy(), atol=1e-4)
 
 
+def test_self_attention_is_every_encoder_head_with_its_weights(tiny_runs):
+    model = attnmt.load(tiny_runs["tf"], device="cpu")
+    line = _words(tiny_runs)[0]
+    done = model.self_attention(line)
+    maps = done.record["attention"]
+    pieces = done.record["source_pieces"]
+    assert pieces == done.record["target_pieces"] and pieces[-1] == "</s>"
+    assert [(m["layer"], m["head"]) for m in maps] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    # each head's rows are softmax distributions over the source, the encoder's own
+    import torch
+
+    from attnmt.data.batching import pad_batch
+
+    src, mask = pad_batch([[*model.vocab.src.encode(line), 3]], torch.device("cpu"))
+    with torch.no_grad():
+        memory = model.module.encode(src, mask, need_weights=True)
+    for m in maps:
+        want = memory.self_weights[m["layer"] - 1][0, m["head"] - 1].numpy()
+        np.testing.assert_allclose(m["word"], want, atol=1e-4)
+        np.testing.assert_allclose(np.sum(m["word"], axis=1), 1.0, atol=1e-3)
+    assert "encoder layer 2, head 2" in done.to_html()
+    with pytest.raises(UserError, match="no self-attention"):
+        attnmt.load(tiny_runs["rnn"], device="cpu").self_attention(line)
+
+
 def test_model_without_attention_translates_and_says_why_no_alignment(tiny_runs):
     model = attnmt.load(tiny_runs["plain"], device="cpu")
     done = model.translate(_words(tiny_runs)[0])

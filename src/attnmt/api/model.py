@@ -11,7 +11,7 @@ from typing import Any
 from attnmt.config import IMAGE_MODELS
 from attnmt.errors import UserError
 from attnmt.inference import Sentence, Translator
-from attnmt.inference.attention_choice import run_attention
+from attnmt.inference.attention_choice import labels, run_attention
 from attnmt.inference.loading import open_model
 from attnmt.inference.records import scored_record, sentence_record
 from attnmt.inference.translator import source_limit
@@ -236,6 +236,30 @@ class Model:
                 "alignments"
             )
         return self.score(source, target, layer=layer, head=head, threshold=threshold)
+
+    def self_attention(self, source: str) -> Translated:
+        """The encoder's self-attention over `source`, in the view of a translation: one
+        map per encoder layer and head, rows and columns both the source's subwords (its
+        </s> last). A Transformer's; the recurrent encoders do not attend."""
+        from attnmt.inference.scoring import self_attention_weights  # torch
+
+        (text,), _ = _lines(source, "source")
+        text = " ".join(text.split())
+        ids = self.vocab.src.encode(text)[: source_limit(self.config.model)]
+        pieces = labels(self.vocab.src, ids)
+        maps = []
+        for layer, weights in enumerate(self_attention_weights(self.loaded.model, ids), 1):
+            for head, w in enumerate(weights.numpy().round(4).tolist(), 1):
+                maps.append({"name": f"encoder layer {layer}, head {head}", "method": "attention",
+                             "scale": "weights", "layer": layer, "head": head, "word": w,
+                             "subword": w, "alignment": ""})  # fmt: skip
+        record = {
+            "source": text, "translation": "(encoder self-attention)",
+            "source_words": pieces, "target_words": pieces,
+            "source_pieces": pieces, "target_pieces": pieces,
+            "attention": maps, "default_attention": 0,
+        }  # fmt: skip
+        return Translated(record, self.name)
 
     def compare(self, other: Model, text: str | Sequence[str], **options) -> Comparison:
         """The same text translated by this model and `other`, side by side."""

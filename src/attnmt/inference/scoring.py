@@ -127,3 +127,22 @@ def forced_weights(
         model, pairs, need_weights=True, need_log_probs=False, batch_tokens=batch_tokens
     )
     return [weights for _, weights in decoded]
+
+
+@torch.no_grad()
+def self_attention_weights(model: torch.nn.Module, src_ids: Sequence[int]) -> list[Tensor]:
+    """The encoder's self-attention over one source, per layer (a Transformer's).
+
+    Shapes:
+        returns, per encoder layer: (H, S + 1, S + 1), rows and columns the source subwords
+        and its EOS.
+    """
+    if not hasattr(model, "encoder_layers"):
+        raise UserError(
+            f"this run's model ({type(model).__name__}) has no self-attention: its encoder "
+            "is recurrent; self_attention() reads a Transformer's"
+        )
+    device = next(model.parameters()).device
+    src, src_mask = pad_batch([[*src_ids, EOS]], device)
+    memory = model.encode(src, src_mask, need_weights=True)
+    return [weights[0].float().cpu() for weights in memory.self_weights]
