@@ -177,6 +177,29 @@ def test_one_output_is_one_self_contained_string(tiny_runs, tmp_path):
     )
 
 
+def test_the_png_shows_every_sentence_and_map_in_the_views_colours(tiny_runs):
+    from io import BytesIO
+
+    from matplotlib.image import imread
+
+    from attnmt.plotting import VIEW_BLUE, panels_figure
+
+    model = attnmt.load(tiny_runs["tf"], device="cpu")
+    done = model.translate(_words(tiny_runs)[:2])
+    panels = done.panels()
+    maps = [len(r["attention"]) for r in done.records]
+    assert len(panels) == sum(maps) and sum(maps) > 2  # every map of both sentences
+    assert panels[0].title.startswith("sentence 1: ") and panels[-1].title.startswith("sentence 2")
+    fig = panels_figure(panels)
+    assert len([ax for ax in fig.axes if ax.images]) == len(panels)
+    # the view's scale: weight 0 white, weight 1 its blue (not the paper's black-to-white)
+    cmap = fig.axes[0].images[0].get_cmap()
+    np.testing.assert_allclose(cmap(0.0)[:3], (1.0, 1.0, 1.0))
+    np.testing.assert_allclose(cmap(1.0)[:3], np.array(VIEW_BLUE) / 255, atol=1e-6)
+    png = imread(BytesIO(done._repr_mimebundle_()["image/png"]))
+    assert png.shape[0] > 300 and png.shape[1] > 300  # readable: not a 200-pixel thumbnail
+
+
 def test_the_static_picture_has_the_components_colours():
     record = {
         "source_words": ["a", "<b>"],

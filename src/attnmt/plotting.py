@@ -106,6 +106,29 @@ def _label_inches(tokens: Sequence[str]) -> float:
     return 0.1 * max((len(t) for t in tokens), default=0) + 0.2
 
 
+# The interactive view's colours (views/heatmap.js): a cell is its colour laid over white
+# with opacity sqrt(|w|), blue for weights and negative attributions, red for positive.
+VIEW_BLUE, VIEW_RED = (30, 60, 160), (190, 30, 45)
+
+
+def _over_white(rgb: tuple[int, int, int], alpha: np.ndarray) -> np.ndarray:
+    colour = np.asarray(rgb, dtype=np.float64) / 255.0
+    return 1.0 - alpha[:, None] * (1.0 - colour[None, :])
+
+
+def view_colormap(scale: str):
+    """The view's white→blue map on 0..1 (`scale` "weights" or "row"), or its
+    blue←white→red map on −1..1 ("signed"), as a matplotlib colormap."""
+    from matplotlib.colors import ListedColormap
+
+    steps = np.linspace(0.0, 1.0, 256)
+    blue = _over_white(VIEW_BLUE, np.sqrt(steps))
+    if scale != "signed":
+        return ListedColormap(blue, name="attnmt-view")
+    red = _over_white(VIEW_RED, np.sqrt(steps))
+    return ListedColormap(np.concatenate([blue[::-1], red]), name="attnmt-view-signed")
+
+
 def _draw_matrix(
     ax: Axes,
     weights: np.ndarray,
@@ -115,19 +138,25 @@ def _draw_matrix(
     src_labels: bool = True,
     tgt_labels: bool = True,
     scale: str = "weights",
+    palette: str = "paper",
 ) -> None:
     """One (T, S) matrix, source labels on top, target labels on the left. `scale`:
     "weights" 0 black, 1 white; "row" each row divided by its largest value (scores that
     are not probabilities); "signed" each row divided by its largest magnitude, positive
-    red, negative blue, 0 white (attributions)."""
+    red, negative blue, 0 white (attributions). `palette` "view": the interactive view's
+    colours instead (0 white, 1 blue)."""
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    view = palette == "view"
     if scale == "weights":
-        ax.imshow(weights, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+        cmap = view_colormap(scale) if view else "gray"
+        ax.imshow(weights, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
     else:
         top = np.abs(weights).max(axis=1, keepdims=True) if weights.size else weights
         shown = weights / np.where(top > 0, top, 1.0)
         cmap, low = ("gray", 0.0) if scale == "row" else ("RdBu_r", -1.0)
+        if view:
+            cmap = view_colormap(scale)
         ax.imshow(shown, cmap=cmap, vmin=low, vmax=1.0, aspect="auto", interpolation="nearest")
     ax.xaxis.tick_top()
     text = {"parse_math": False}  # a "$" in a token is a dollar, not mathtext
@@ -199,6 +228,39 @@ def heatmap_figure(
         _draw_matrix(ax, array, src, tgt, scale=scale)
         if title:
             ax.set_title(head.shown[0], **head.style())
+    return fig
+
+
+@dataclass
+class Panel:
+    """One map of a view's picture: its (T, S) matrix, labels, title and scale."""
+
+    matrix: np.ndarray
+    src: Sequence[str]
+    tgt: Sequence[str]
+    title: str
+    scale: str = "weights"
+
+
+def panels_figure(panels: Sequence[Panel], *, columns: int = 4) -> Figure:
+    """Every panel in a grid, `columns` a row, each drawn as `heatmap` draws a matrix (its
+    cells `CELL_INCHES` square, labels on every panel) in the interactive view's colours:
+    the picture a notebook keeps where the view's script does not run."""
+    if not panels:
+        raise ValueError("panels_figure needs at least one panel")
+    columns = max(1, min(columns, len(panels)))
+    rows = -(-len(panels) // columns)
+    sets = [(label_set(list(p.src)), label_set(list(p.tgt)), label_set([p.title])) for p in panels]
+    width = max(_side(len(p.src)) + _label_inches(p.tgt) for p in panels) + 0.3
+    height = max(_side(len(p.tgt)) + _label_inches(p.src) for p in panels) + 0.5
+    with _drawing(*(x for trio in sets for x in trio)):
+        fig = Figure(figsize=(width * columns, height * rows), layout="constrained")
+        axes = fig.subplots(rows, columns, squeeze=False)
+        for ax, panel, (src, tgt, head) in zip(axes.flat, panels, sets, strict=False):
+            _draw_matrix(ax, panel.matrix, src, tgt, scale=panel.scale, palette="view")
+            ax.set_title(head.shown[0], **head.style())
+        for ax in list(axes.flat)[len(panels) :]:
+            ax.set_axis_off()
     return fig
 
 

@@ -26,15 +26,17 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from attnmt.plotting import figure_png, heatmap_figure
+from attnmt.plotting import Panel, figure_png, heatmap_figure, panels_figure
 from attnmt.progress import in_notebook
 from attnmt.views.html import view_html
 
 
 @dataclass
 class Settings:
-    png: bool = True  # a PNG of the first heatmap beside the HTML in every output
-    png_dpi: int = 72
+    png: bool = True  # a PNG of every heatmap beside the HTML in every output
+    png_dpi: int = 100  # 0.3 in a cell: 30 px, labels at 9 pt = 12.5 px
+    png_columns: int = 4  # panels a row
+    png_panels: int = 64  # at most (a Transformer of 4 layers x 4 heads is 16 panels)
 
 
 settings = Settings()
@@ -69,15 +71,42 @@ class View:
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
         bundle: dict[str, Any] = {"text/plain": repr(self), "text/html": self.to_html()}
-        if settings.png and self.records and self.records[0].get("attention"):
-            record = self.records[0]
-            chosen = record["attention"][record.get("default_attention") or 0]
-            level = "word" if chosen["word"] else "subword"  # no words: the </s> step
-            side = "words" if level == "word" else "pieces"
-            fig = self.plot(0, level=level)
-            labels = (record[f"source_{side}"], record[f"target_{side}"])
+        panels = self.panels() if settings.png else []
+        if panels:  # the picture kept where the view's script does not run (a static render)
+            shown = panels[: settings.png_panels]
+            labels = [side for p in shown for side in (p.src, p.tgt, [p.title])]
+            fig = panels_figure(shown, columns=settings.png_columns)
             bundle["image/png"] = figure_png(fig, dpi=settings.png_dpi, labels=labels)
         return bundle
+
+    def panels(self) -> list[Panel]:
+        """Every map of every record as a picture's panel (word level where the record has
+        words; subwords where its output has none, the </s> step only), titled by its map
+        and, with several records, its sentence."""
+        out = []
+        for index, record in enumerate(self.records):
+            maps = record.get("attention") or []
+            level = "word" if record.get("target_words") else "subword"
+            for m, chosen in enumerate(maps):
+                matrix, src, tgt, _ = self.matrix(index, m, level)
+                if matrix.ndim != 2:
+                    continue
+                title = chosen["name"]
+                if len(self.records) > 1:  # a model's name where each record has its own
+                    names = self.titles or [None] * len(self.records)
+                    own = names[index] and len(set(names)) == len(names)
+                    title = f"{names[index] if own else f'sentence {index + 1}'}: {title}"
+                matrix = matrix.reshape(-1, len(src)) if matrix.size == 0 else matrix
+                out.append(
+                    Panel(
+                        matrix[:, : len(src)],
+                        src,
+                        tgt[: matrix.shape[0]],
+                        title,
+                        chosen.get("scale") or "weights",
+                    )
+                )
+        return out
 
     def save_html(self, path: str | Path) -> Path:
         """A standalone page with this view (nothing fetched: open it anywhere)."""
