@@ -131,6 +131,19 @@ def test_self_attention_is_every_encoder_head_with_its_weights(tiny_runs):
         attnmt.load(tiny_runs["rnn"], device="cpu").self_attention(line)
 
 
+def test_show_draws_a_matrix_of_ones_own():
+    weights = np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]])
+    view = attnmt.show(weights, ["the", "black", "cat"], ["le", "chat"], title="by hand")
+    (record,) = view.records
+    (entry,) = record["attention"]
+    assert entry["alignment"] == "0-0 2-1" and entry["word"] == weights.tolist()
+    assert view.titles == ["by hand"] and view.panels()[0].matrix.shape == (2, 3)
+    both = attnmt.show({"a": weights, "b": -weights}, ["x", "y", "z"], ["u", "v"], scale="signed")
+    assert [m["name"] for m in both.records[0]["attention"]] == ["a", "b"]
+    with pytest.raises(UserError, match=r"\(target words, source words\) = \(3, 3\)"):
+        attnmt.show(weights, ["a", "b", "c"], ["x", "y", "z"])
+
+
 def test_model_without_attention_translates_and_says_why_no_alignment(tiny_runs):
     model = attnmt.load(tiny_runs["plain"], device="cpu")
     done = model.translate(_words(tiny_runs)[0])

@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 # The Python API (attnmt.api), imported on first use: `import attnmt` stays light (no torch)
 # for the commands and the runtime that do without it.
-_API = ("load", "train", "evaluate", "compare", "Model")
+_API = ("load", "train", "evaluate", "compare", "show", "Model")
 
 
 def __getattr__(name: str):

@@ -9,6 +9,7 @@
     model.align(sources, targets)                      # word links from the attention
     attnmt.evaluate(run.run_dir, split="test", beam=5)  # BLEU, chrF, BLEU by length
     attnmt.compare(model_a.translate(x), model_b.translate(x), names=["a", "b"])
+    attnmt.show(weights, source_words, target_words)   # your own matrix, the same view
 
 Each result is what `attnmt.views.results` describes: inline HTML in a notebook, a figure
 with `.plot()`, a standalone page with `.save_html(path)`, plain data in `.records`. The
@@ -29,15 +30,16 @@ _EXPORTS = {
     "Model": "model",
     "compare": "model",
     "load": "model",
+    "show": "model",
     "Evaluation": "runs",
     "TrainedRun": "runs",
     "evaluate": "runs",
     "train": "runs",
 }
-__all__ = ["Evaluation", "Model", "TrainedRun", "compare", "evaluate", "load", "train"]
+__all__ = ["Evaluation", "Model", "TrainedRun", "compare", "evaluate", "load", "show", "train"]
 
 if TYPE_CHECKING:
-    from attnmt.api.model import Model, compare, load
+    from attnmt.api.model import Model, compare, load, show
     from attnmt.api.runs import Evaluation, TrainedRun, evaluate, train
 
 __getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

@@ -247,19 +247,15 @@ class Model:
         text = " ".join(text.split())
         ids = self.vocab.src.encode(text)[: source_limit(self.config.model)]
         pieces = labels(self.vocab.src, ids)
-        maps = []
-        for layer, weights in enumerate(self_attention_weights(self.loaded.model, ids), 1):
-            for head, w in enumerate(weights.numpy().round(4).tolist(), 1):
-                maps.append({"name": f"encoder layer {layer}, head {head}", "method": "attention",
-                             "scale": "weights", "layer": layer, "head": head, "word": w,
-                             "subword": w, "alignment": ""})  # fmt: skip
-        record = {
-            "source": text, "translation": "(encoder self-attention)",
-            "source_words": pieces, "target_words": pieces,
-            "source_pieces": pieces, "target_pieces": pieces,
-            "attention": maps, "default_attention": 0,
-        }  # fmt: skip
-        return Translated(record, self.name)
+        maps = {
+            (layer, head): w
+            for layer, weights in enumerate(self_attention_weights(self.loaded.model, ids), 1)
+            for head, w in enumerate(weights.numpy(), 1)
+        }
+        shown = show(maps, pieces, pieces, title=self.name, links=False)
+        shown.records[0]["translation"] = "(encoder self-attention)"
+        shown.records[0]["source"] = text
+        return shown
 
     def compare(self, other: Model, text: str | Sequence[str], **options) -> Comparison:
         """The same text translated by this model and `other`, side by side."""
@@ -296,6 +292,48 @@ def load(
     if name is None and len(paths) > 1:
         name = " + ".join(Path(p).name for p in paths)
     return Model(loaded, name)
+
+
+def show(
+    weights: Any,
+    source: Sequence[str],
+    target: Sequence[str],
+    *,
+    scale: str = "weights",
+    title: str | None = None,
+    links: bool = True,
+) -> Translated:
+    """Attention weights of your own in the view every result draws: `weights` one (T, S)
+    matrix (rows the `target` words, columns the `source` words), or a dict of them by
+    name (the view's map selector; a key (layer, head) is named "encoder layer L, head H").
+    `scale` "weights" (0..1) or "signed" (attributions). With `links`, each target word is
+    linked to the source word it weighs most (the view's outlined cells)."""
+    import numpy as np
+
+    named = weights if isinstance(weights, dict) else {"attention": weights}
+    maps = []
+    for key, matrix in named.items():
+        array = np.asarray(matrix, dtype=np.float64)
+        if array.shape != (len(target), len(source)):
+            raise UserError(
+                f"weights {key!r} are {array.shape}; they must be (target words, source words) "
+                f"= ({len(target)}, {len(source)})"
+            )
+        entry = {"name": str(key), "method": "attention", "scale": scale}
+        if isinstance(key, tuple):
+            entry["layer"], entry["head"] = key
+            entry["name"] = f"encoder layer {key[0]}, head {key[1]}"
+        rounded = array.round(4).tolist()
+        best = array.argmax(axis=1) if array.size else []
+        pharaoh = " ".join(f"{i}-{j}" for j, i in enumerate(best)) if links else ""
+        maps.append({**entry, "word": rounded, "subword": rounded, "alignment": pharaoh})
+    record = {
+        "source": " ".join(source), "translation": " ".join(target),
+        "source_words": list(source), "target_words": list(target),
+        "source_pieces": list(source), "target_pieces": list(target),
+        "attention": maps, "default_attention": 0,
+    }  # fmt: skip
+    return Translated(record, title)
 
 
 def compare(*results: Translated | Translations, names: Sequence[str] | None = None) -> Comparison:
