@@ -203,23 +203,16 @@ fig.tight_layout()
 # words:
 
 # %%
-from attnmt.views.results import Translated
+import attnmt
 
 targets = ["le", "chat", "noir"]
 Q = 2 * np.stack([H[0], H[2], H[1]]) + 0.3 * rng.normal(size=(3, 4)).astype(np.float32)
-W = np.stack([softmax(H @ q) for q in Q])
-links = " ".join(f"{i}-{j}" for j, i in enumerate(W.argmax(axis=1)))  # Pharaoh: source-target
+W = np.stack([softmax(H @ q) for q in Q])  # (3 French words, 5 English words)
+view = attnmt.show({"dot-product attention": W}, words, targets,
+                   title="by hand: a query per French word")  # fmt: skip
+links = view.records[0]["attention"][0]["alignment"]  # Pharaoh: source-target, largest weight
 assert links == "0-0 2-1 1-2", links  # le→the, chat→cat, noir→black
-W = W.round(4).tolist()
-record = {
-    "source": " ".join(words[:-1]), "translation": " ".join(targets),
-    "source_words": words, "target_words": targets,
-    "source_pieces": words, "target_pieces": targets,
-    "attention": [{"name": "dot-product attention", "method": "attention", "scale": "weights",
-                   "word": W, "subword": W, "alignment": links}],
-    "default_attention": 0,
-}
-Translated(record, title="by hand: a query per French word")
+view
 
 # %% [markdown]
 # *chat* looks at *cat* and *noir* at *black*: the crossing lines of an adjective–noun
