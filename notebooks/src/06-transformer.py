@@ -15,7 +15,6 @@ import torch
 import attnmt
 from attnmt.attention import MultiHeadAttention, functional
 from attnmt.tutorial import Chapter, table
-from attnmt.views.results import Translated
 
 chapter = Chapter("06-transformer")
 STEPS = chapter.pick(smoke=4, full=2000)  # updates of the small Transformer
@@ -139,34 +138,76 @@ model.translate(sentence)
 # ## The encoder's self-attention
 #
 # The encoder's layers attend within the source. Its weights come from the model's
-# `encode(..., need_weights=True)`; here they are drawn with the same view (rows and
-# columns are both source positions):
+# `encode(..., need_weights=True)`; `Model.self_attention` draws them with the same view
+# (rows and columns are both source positions), one map per layer and head:
 
 # %%
-from attnmt.data.batching import pad_batch
-from attnmt.inference.attention_choice import labels
-
-ids = model.vocab.src.encode(sentence)
-device = next(model.module.parameters()).device  # the CPU, or a GPU where there is one
-src, src_mask = pad_batch([[*ids, 3]], device)  # 3 = </s>
-with torch.no_grad():
-    memory = model.module.encode(src, src_mask, need_weights=True)
-pieces = labels(model.vocab.src, ids)
-maps = []
-for layer, weights in enumerate(memory.self_weights, start=1):  # (1, H, S, S) per layer
-    for head in range(weights.shape[1]):
-        w = weights[0, head].float().cpu().numpy().round(4).tolist()
-        maps.append({"name": f"encoder layer {layer}, head {head + 1}", "method": "attention",
-                     "scale": "weights", "word": w, "subword": w, "alignment": ""})
-Translated({"source": sentence, "translation": "(encoder self-attention)",
-            "source_words": pieces, "target_words": pieces, "source_pieces": pieces,
-            "target_pieces": pieces, "attention": maps, "default_attention": 0})
+model.self_attention(sentence)
 
 # %% [markdown]
 # Self-attention has no order of its own: the Transformer adds position encodings to the
 # embeddings, and some heads learn to attend by position (a neighbour, the sentence end)
 # rather than by content. On this task, where what matters is the position, look for
 # heads with a diagonal or an off-diagonal band.
+
+# %% [markdown]
+# ## One head or many, on a language-like task
+#
+# Vaswani et al. (2017, Table 3 row A) found one head worse than eight at the same width
+# ("single-head attention is 0.9 BLEU worse than the best setting"). The reverse task has
+# one alignment and no reason for several; the grammar lab's English→French-like pair
+# ([docs/data.md](../docs/data.md), "The grammar lab") has agreement (an article reads its
+# noun) and local reordering, where heads could divide the work. `benchmarks/claims.py`
+# (claim C4; minutes a model, three seeds, too long for a chapter) trained a 2-layer
+# Transformer of width 128 with 1, 2, 4 and 8 heads for 1,500 updates and scored every
+# head of its cross-attention against the lab's exact links. Its committed records:
+
+# %%
+import json
+import statistics
+
+lab_records = [json.loads(line) for line in chapter.results("claims.jsonl").read_text().splitlines()]
+by_heads = {}
+for r in lab_records:
+    if r["family"] == "transformer" and r["pair"] == "en-fr" and "C4" in r["claims"]:
+        by_heads.setdefault(int(r["name"].split("-h")[1].split("-")[0]), []).append(r)
+
+
+def spread(values):
+    """mean ± sd [min–max] over the seeds"""
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.1f} ± {sd:.1f} [{min(values):.1f}–{max(values):.1f}]"
+
+
+def best_head(record):
+    """the lowest test AER of one (layer, head) of the cross-attention, in %"""
+    return 100 * min(h["aer"] for h in record["alignment_test"]["by_head"]
+                     if isinstance(h["head"], int))  # fmt: skip
+
+
+table(
+    [(heads, len(rs), spread([r["bleu"] for r in rs]), spread([r["exact"] for r in rs]),
+      spread([best_head(r) for r in rs])) for heads, rs in sorted(by_heads.items())],
+    ["heads", "seeds", "test BLEU", "exact %", "best head's AER %"],
+)  # fmt: skip
+
+# %% [markdown]
+# The verdict takes every seed into account: several heads *beat* one only where the
+# worst seed with several heads is above the best seed with one (McCoy et al. 2020: seeds
+# differ; docs/results.md's rule).
+
+# %%
+one = [r["bleu"] for r in by_heads.get(1, [])]
+for heads, rs in sorted(by_heads.items()):
+    if heads == 1 or not one:
+        continue
+    many = [r["bleu"] for r in rs]
+    found = ("reproduced" if min(many) > max(one)
+             else "reversed" if max(many) < min(one) else "not settled")  # fmt: skip
+    print(f"{heads} heads above one (test BLEU): {found}")
+
+# %% [markdown]
+# ![C4 on the lab](../docs/results/claims-c4.png)
 
 # %% [markdown]
 # ## On real verses: the reference Transformer's heads
@@ -177,8 +218,6 @@ Translated({"source": sentence, "translation": "(encoder self-attention)",
 # reference. Choose a layer and head in the view's "Attention map".
 
 # %%
-import json
-
 reference = attnmt.load(chapter.reference("transformer-en-fr"), device="cpu")
 verse = next(ex for ex in reference.examples("test") if ex.id == "John 6:47")
 reference.score(verse.src, verse.tgt)
@@ -191,10 +230,7 @@ reference.score(verse.src, verse.tgt)
 # it, or one after. Its committed measurement:
 
 # %%
-from attnmt.tutorial import configs_dir
-
-figures = configs_dir().parent / "benchmarks" / "results" / "reference_figures.json"
-measured = json.loads(figures.read_text())["transformer_heads"]
+measured = json.loads(chapter.results("reference_figures.json").read_text())["transformer_heads"]
 heads = {name: h for name, h in measured.items() if "mean" not in name}
 table([(name, h["aer"], h["on"], h["one_before"], h["one_after"]) for name, h in heads.items()],
       ["layer, head", "AER %", "on the word %", "one before %", "one after %"], digits=1)
