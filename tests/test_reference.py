@@ -104,5 +104,5 @@ def test_a_chapter_finds_the_references_by_name(tmp_path, monkeypatch):
         chapter.reference("nope")
     # ...and the committed measurements a chapter reads back (the lab's claims)
     assert chapter.results("claims.jsonl") == ROOT / "benchmarks" / "results" / "claims.jsonl"
-    with pytest.raises(UserError, match="no committed result named nope.json"):
+    with pytest.raises(UserError, match=r"no committed result named nope\.json"):
         chapter.results("nope.json")
