@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from attnmt.arrays import to_numpy
@@ -119,8 +120,6 @@ def _over_white(rgb: tuple[int, int, int], alpha: np.ndarray) -> np.ndarray:
 def view_colormap(scale: str):
     """The view's white→blue map on 0..1 (`scale` "weights" or "row"), or its
     blue←white→red map on −1..1 ("signed"), as a matplotlib colormap."""
-    from matplotlib.colors import ListedColormap
-
     steps = np.linspace(0.0, 1.0, 256)
     blue = _over_white(VIEW_BLUE, np.sqrt(steps))
     if scale != "signed":

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from attnmt.config import IMAGE_MODELS
 from attnmt.errors import UserError
 from attnmt.inference import Sentence, Translator
@@ -308,8 +310,6 @@ def show(
     name (the view's map selector; a key (layer, head) is named "encoder layer L, head H").
     `scale` "weights" (0..1) or "signed" (attributions). With `links`, each target word is
     linked to the source word it weighs most (the view's outlined cells)."""
-    import numpy as np
-
     named = weights if isinstance(weights, dict) else {"attention": weights}
     maps = []
     for key, matrix in named.items():
