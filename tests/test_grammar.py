@@ -21,6 +21,7 @@ from attnmt.data.grammar import (
     phrase,
     rule_table,
     sentence,
+    substitutions,
 )
 from attnmt.data.grammar_lexicon import PAIRS
 from attnmt.data.grammar_rules import realize
@@ -182,6 +183,30 @@ def test_recorded_causes_equal_substitution(corpora, pair):
         assert check_causes(p) == []
     for p in corpora[pair][:120]:  # a few substitutes per slot: never a cause not recorded
         assert check_causes(p, limit=3, seed=1) == []
+
+
+def test_a_substitution_is_one_intervention_of_the_causes():
+    pair = realize("en-fr", sentence(clause("the red cat", "see", "a white mouse")))
+    subs = {s.positions: s for s in substitutions(pair, seed=1)}
+    assert sorted(subs) == [(i,) for i in range(7)]  # every word here has others of its kind
+    for positions, sub in subs.items():
+        (i,) = positions
+        assert len(sub.src) == len(pair.src) and len(sub.tgt) == len(pair.tgt)
+        assert [k for k, (a, b) in enumerate(zip(pair.src, sub.src, strict=True)) if a != b] == [i]
+        changed = {j for j, (a, b) in enumerate(zip(pair.tgt, sub.tgt, strict=True)) if a != b}
+        assert changed <= {j for j, c in enumerate(pair.causes) if i in c}  # only where it causes
+    # the derivation is restored: the same pair written again, the same positions
+    again = substitutions(pair, seed=1)
+    assert again == list(subs.values()) and pair == realize("en-fr", pair.derivation)
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_substitutions_keep_the_english_length_and_stay_within_the_causes(corpora, pair):
+    for p in corpora[pair][:60]:
+        for sub in substitutions(p, seed=3):
+            assert len(sub.src) == len(p.src) and len(sub.tgt) == len(p.tgt)
+            moved = {j for j, (a, b) in enumerate(zip(p.tgt, sub.tgt, strict=True)) if a != b}
+            assert all(set(sub.positions) & p.causes[j] for j in moved)
 
 
 def test_en_fr_determiners_and_adjectives_agree_with_their_noun(corpora):

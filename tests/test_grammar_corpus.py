@@ -165,3 +165,67 @@ def test_align_runs_eflomal_on_the_gold_files_with_sure_and_possible_links(
     assert main(["align", *files, *swapped, "--out", str(tmp_path / "x")]) == 2
     assert "the possible links include the sure ones" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def _probed(model_output):
+    """model_probes on lab sentences with a stand-in for the model: `model_output(tgt,
+    first)` gives its words for a source whose generator target is `tgt`, `first` the
+    target of the sentence before any substitution."""
+    from types import SimpleNamespace
+
+    from attnmt.data.synthetic import SymbolVocab
+    from attnmt.explain import measures
+    from attnmt.inference.alignment import SideWords
+
+    pairs = grammar.generate("en-fr", 30, seed=5, min_words=4, max_words=12)
+    written = {}  # source text -> (its target, the unsubstituted sentence's target)
+    for n, p in enumerate(pairs):  # seeded by the sentence's index, as model_probes draws them
+        written[" ".join(p.src)] = (p.tgt, p.tgt)
+        for sub in grammar.substitutions(p, seed=n):
+            written[" ".join(sub.src)] = (sub.tgt, p.tgt)
+    words = sorted({w for text, (tgt, _) in written.items() for w in [*text.split(), *tgt]})
+    vocab = SimpleNamespace(src=SymbolVocab(words), tgt=SymbolVocab(words))
+
+    def translate_ids(model, sources, decode, **_):
+        texts = [" ".join(vocab.src.itos[i] for i in ids) for ids in sources]
+        return [SimpleNamespace(text=" ".join(model_output(*written[t]))) for t in texts]
+
+    def side(ws):
+        return SideWords(list(range(len(ws))), list(ws))
+
+    items = [
+        measures.Item(vocab.src.encode(" ".join(p.src)), [], side(p.src), side(p.tgt),
+                      cause_links(p, len(p.src)), p)
+        for p in pairs
+    ]  # fmt: skip
+    loaded = SimpleNamespace(vocab=vocab, model=None)
+    original = measures.translate_ids
+    measures.translate_ids = translate_ids
+    try:
+        return pairs, items, measures.model_probes(loaded, items, limit=100)
+    finally:
+        measures.translate_ids = original
+
+
+def test_probes_score_only_the_words_the_model_changes():
+    from attnmt.explain.measures import _where_output_changes
+
+    # a model that writes what the generator writes: every word its causes change responds
+    pairs, items, probes = _probed(lambda tgt, first: list(tgt))
+    for n, (p, probe) in enumerate(zip(pairs, probes, strict=True)):
+        want = {j for s in grammar.substitutions(p, seed=n)
+                for j, (a, b) in enumerate(zip(p.tgt, s.tgt, strict=True))
+                if a != b and set(s.positions) & p.causes[j]}  # fmt: skip
+        assert probe.responsive == want
+        assert all(probe.replacement[i] != p.src[i] for i in probe.replacement)
+    assert sum(len(p.responsive) for p in probes) > 30
+    exact = _where_output_changes([item.links for item in items], items, probes)
+    assert exact["aer"] == 0.0  # the causes themselves, scored where the model responds
+    # a model that writes its first sentence whatever is substituted: nothing responds,
+    # so nothing is scored (the plain AER against the causes would still score it all)
+    _, _, deaf = _probed(lambda tgt, first: list(first))
+    assert all(p.responsive == set() for p in deaf)
+    assert _where_output_changes([item.links for item in items], items, deaf) is None
+    # a model that gets a sentence wrong has nothing scored there
+    _, _, wrong = _probed(lambda tgt, first: ["x", *tgt[1:]])
+    assert all(p.responsive is None for p in wrong)

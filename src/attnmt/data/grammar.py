@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from functools import cache
 
 from attnmt.data.grammar_lexicon import PAIRS, VERBS, Item, items, shape, substitutes
@@ -267,6 +268,46 @@ def intervene(
         finally:
             leaf.item = own
     return tuple(frozenset(f) for f in found)
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """One leaf of a pair's derivation given another item of its slot: the source positions
+    it writes, and the whole English and target then written (the derivation held fixed)."""
+
+    positions: tuple[int, ...]
+    src: tuple[str, ...]
+    tgt: tuple[str, ...]
+
+
+def substitutions(pair: GrammarPair, *, seed: int = 0) -> list[Substitution]:
+    """One same-slot substitution per leaf that has one (drawn with `seed`), keeping the
+    English length (a verb of two words stands only for one of two): the interventions
+    that define `causes`, one item each, for probing a model (does its own output change
+    where the generator's does?) and for occluding a word by another of its kind instead of
+    deleting it. Leaves in source order; the derivation is restored afterwards."""
+    rng = random.Random(seed)
+    leaves = sorted((x for x in walk(pair.derivation) if isinstance(x, Leaf)), key=lambda x: x.src)
+    out = []
+    for leaf in leaves:
+        own, positions = leaf.item, leaf.src
+        slot = (own.cat, shape(pair.languages, own), leaf.number)
+        others = [i for i in substitutes(pair.languages, *slot) if i is not own]
+        rng.shuffle(others)
+        try:
+            for other in others:
+                leaf.item = other
+                src = english(pair.derivation)
+                if len(src) == len(pair.src):
+                    tgt = [
+                        w.form for w in target_words(pair.languages, pair.derivation, causes=False)
+                    ]
+                    out.append(Substitution(positions, tuple(src), tuple(tgt)))
+                    break
+        finally:
+            leaf.item = own
+            english(pair.derivation)  # the leaves' source positions as they were
+    return out
 
 
 def check_causes(pair: GrammarPair, *, limit: int | None = None, seed: int = 0) -> list[str]:

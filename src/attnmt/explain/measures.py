@@ -16,6 +16,13 @@
   without the top k%), sufficiency = log p(ref | x) − log p(ref | only the top k%), each
   the mean over k = 10, 20, 50%; points of the two curves above.
 - **Cost**: milliseconds per sentence, sequences passed forward and backward per sentence.
+- On the grammar lab, two more (`model_probes`): the AER against the causes **where the
+  model's own output changes** under the intervention that defines them (each source leaf
+  given another item of its slot; only target words whose cause, so substituted, changes
+  the model's greedy output there are scored, on sentences it translates exactly), and
+  deletion/insertion with **same-category replacement** instead of <unk> (a noun by another
+  noun: the sentence stays in the language the model knows; words of one-item slots, which
+  have no substitute, still become <unk>).
 
     report = explanation_report(loaded, examples, ["attention", "occlusion"], choice, limit)
 """
@@ -29,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from attnmt.data.grammar import substitutions
 from attnmt.data.vocab import UNK
 from attnmt.explain.images import image_markdown
 from attnmt.explain.methods import explain
@@ -42,6 +50,7 @@ from attnmt.inference.alignment import (
     word_view,
 )
 from attnmt.inference.attention_choice import AttentionChoice
+from attnmt.inference.decode_ids import translate_ids
 from attnmt.inference.evaluation import gold_pairs
 from attnmt.inference.scoring import forced_decode
 
@@ -58,6 +67,15 @@ class Item:
     source: SideWords
     target: SideWords
     links: set[tuple[int, int]] | None  # gold, when known
+    pair: Any = None  # the grammar lab's GrammarPair, else None
+
+
+@dataclass
+class Probe:
+    """What substituting each cause did to the model's own output, for one lab sentence."""
+
+    responsive: set[int] | None  # target words whose output changed; None: output wrong
+    replacement: dict[int, str]  # source word -> a word of its slot (occlusion by kind)
 
 
 def items_of(loaded: Any, examples: Sequence[Any], limit: int, sentences: int) -> list[Item]:
@@ -70,6 +88,7 @@ def items_of(loaded: Any, examples: Sequence[Any], limit: int, sentences: int) -
             Item(
                 g.src_ids, g.tgt_ids, g.source, g.target,
                 g.links if g.pair is None else cause_links(g.pair, len(g.source.words)),
+                g.pair,
             )
             for g in gold[:sentences]
         ]  # fmt: skip
@@ -101,9 +120,63 @@ def masked(src_ids: Sequence[int], word_of: Sequence[int], words: set[int]) -> l
     return [UNK if w in words else i for i, w in zip(src_ids, word_of, strict=True)]
 
 
-def curves(model: Any, items: Sequence[Item], rankings: dict[str, list[list[int]]]) -> dict:
+def model_probes(loaded: Any, items: Sequence[Item], limit: int) -> list[Probe]:
+    """For each lab sentence (`Item.pair`): one same-slot substitution per source leaf
+    (`substitutions`, seeded by the sentence's index), every substituted source decoded
+    greedily with the original in one batch, and the target words whose output changed
+    where the substituted word is one of their causes."""
+    vocab = loaded.vocab
+    plans = [substitutions(item.pair, seed=n) for n, item in enumerate(items)]
+    sources = []
+    for item, subs in zip(items, plans, strict=True):
+        sources.append(item.src_ids)
+        sources += [vocab.src.encode(" ".join(sub.src))[:limit] for sub in subs]
+    outputs = iter(t.text.split() for t in translate_ids(loaded.model, sources, vocab.tgt.decode))
+    probes = []
+    for item, subs in zip(items, plans, strict=True):
+        first = next(outputs)
+        right = first == list(item.pair.tgt)
+        responsive: set[int] = set()
+        for sub in subs:
+            changed = next(outputs)
+            for j, word in enumerate(first):
+                moved = j >= len(changed) or changed[j] != word
+                if moved and set(sub.positions) & item.pair.causes[j]:
+                    responsive.add(j)
+        replacement = {i: sub.src[i] for sub in subs for i in sub.positions}
+        probes.append(Probe(responsive if right else None, replacement))
+    return probes
+
+
+def _where_output_changes(
+    links: Sequence[set[tuple[int, int]]], items: Sequence[Item], probes: Sequence[Probe]
+) -> dict[str, float] | None:
+    """AER of `links` against the causes on the probed words only (None: no such word)."""
+    chosen, gold = [], []
+    for found, item, probe in zip(links, items, probes, strict=True):
+        rows = probe.responsive or set()
+        chosen.append({(i, j) for i, j in found if j in rows})
+        gold.append({(i, j) for i, j in item.links or () if j in rows})
+    if not any(gold):
+        return None
+    return _aer(alignment_scores(chosen, gold))
+
+
+def curves(
+    model: Any,
+    items: Sequence[Item],
+    rankings: dict[str, list[list[int]]],
+    occlude: Any = None,
+) -> dict:
     """Deletion and insertion curves (mean log p per reference token, at `FRACTIONS`) of
-    each ranking, every variant of every sentence scored in one batched forced decoding."""
+    each ranking, every variant of every sentence scored in one batched forced decoding.
+    `occlude(n, words)`: sentence n's source ids with `words` taken out (default: every
+    piece of them replaced by <unk>)."""
+    if occlude is None:
+
+        def occlude(n: int, words: set[int]) -> list[int]:
+            return masked(items[n].src_ids, items[n].source.word_of, words)
+
     variants: dict[tuple[int, tuple[int, ...]], int] = {}
     pairs: list[tuple[list[int], list[int]]] = []
     plan: dict[str, list[tuple[list[int], list[int]]]] = {}
@@ -117,14 +190,13 @@ def curves(model: Any, items: Sequence[Item], rankings: dict[str, list[list[int]
 
     for name, per_item in rankings.items():
         plan[name] = []
-        for n, (item, order) in enumerate(zip(items, per_item, strict=True)):
-            word_of = item.source.word_of
+        for n, order in enumerate(per_item):
             every = set(order)
             deleted, inserted = [], []
             for fraction in FRACTIONS:
                 top = set(order[: round(fraction * len(order))])
-                deleted.append(index(n, masked(item.src_ids, word_of, top)))
-                inserted.append(index(n, masked(item.src_ids, word_of, every - top)))
+                deleted.append(index(n, occlude(n, top)))
+                inserted.append(index(n, occlude(n, every - top)))
             plan[name].append((deleted, inserted))
     decoded = forced_decode(model, pairs, need_weights=False, need_log_probs=True)
     per_token = np.array([float(lp.double().mean()) for lp, _ in decoded])
@@ -171,11 +243,25 @@ def explanation_report(
         rng.shuffle(order)
         rankings["random"].append(order)
     report: dict[str, Any] = {"sentences": len(items), "methods": {}}
+    lab = has_gold and all(item.pair is not None for item in items)
+    probes = model_probes(loaded, items, limit) if lab else None
     if has_gold:
         report["gold"] = "causes" if loaded.cfg.data.corpus == "grammar" else "links"
         sure = [item.links for item in items]
         diagonal = [diagonal_alignment(len(i.source.words), len(i.target.words)) for i in items]
         report["diagonal"] = _aer(alignment_scores(diagonal, sure))
+    if probes is not None:
+        exact = [p for p in probes if p.responsive is not None]
+        report["where_output_changes"] = {
+            "sentences": len(exact),  # translated exactly, so its words are the reference's
+            "words": sum(len(p.responsive) for p in exact),
+            "target_words": sum(
+                len(i.target.words)
+                for i, p in zip(items, probes, strict=True)
+                if p.responsive is not None
+            ),
+            "diagonal": _where_output_changes(diagonal, items, probes),
+        }
     for method in methods:
         explained = explain(model, pairs, method, choice, ig_steps=ig_steps)
         row: dict[str, Any] = {}
@@ -185,6 +271,8 @@ def explanation_report(
                 for e, i in zip(explained, items, strict=True)
             ]
             row.update(_aer(alignment_scores(links, sure)))
+            if probes is not None:
+                row["where_output_changes"] = _where_output_changes(links, items, probes)
         rankings[method] = [
             word_ranking(e.matrix.numpy(), i.source, i.target)
             for e, i in zip(explained, items, strict=True)
@@ -206,9 +294,34 @@ def explanation_report(
     for method, row in report["methods"].items():
         row.update(faithful[method])
         row["better_than_random"] = row["deletion_auc"] < report["random"]["deletion_auc"]
+    if probes is not None:  # the same orders, each word replaced by another of its kind
+        encode = loaded.vocab.src.encode
+
+        def by_kind(n: int, words: set[int]) -> list[int]:
+            swap, ids = probes[n].replacement, []
+            for w, word in enumerate(items[n].source.words):
+                if w not in words:
+                    ids += encode(word)
+                else:  # another word of its slot; <unk> where the slot has one item
+                    ids += encode(swap[w]) if w in swap else [UNK]
+            return ids[:limit]
+
+        kind = curves(model, items, rankings, by_kind)
+        random_kind = kind.pop("random")
+        keep = ("deletion_auc", "insertion_auc")
+        report["by_replacement"] = {"random": {k: random_kind[k] for k in keep}}
+        for method, row in kind.items():
+            report["by_replacement"][method] = {k: row[k] for k in keep}
+            report["by_replacement"][method]["better_than_random"] = (
+                row["deletion_auc"] < random_kind["deletion_auc"]
+            )
     report["fractions"] = list(FRACTIONS)
     report["eraser_fractions"] = list(ERASER_FRACTIONS)
     report["replacement"] = "<unk> for every piece of a removed word"
+    if probes is not None:
+        report["by_replacement"]["replacement"] = (
+            "another word of the same slot (<unk> where the slot has no other)"
+        )
     return report
 
 
