@@ -293,13 +293,18 @@ def explanations(loaded, examples, limit: int, budget: str) -> dict[str, Any]:
         loaded, examples, EXPLAIN, choose_attention(loaded.cfg.model), limit,
         sentences=b["explain_sentences"], ig_steps=b["ig_steps"],
     )  # fmt: skip
-    keep = ("aer", "precision", "recall", "deletion_auc", "insertion_auc", "ms_per_sentence")
+    keep = ("aer", "precision", "recall", "deletion_auc", "insertion_auc", "ms_per_sentence",
+            "where_output_changes")  # fmt: skip
     return {
         "gold": report.get("gold"),
         "sentences": report["sentences"],
         "diagonal": report.get("diagonal"),
         "random": {k: report["random"][k] for k in ("deletion_auc", "insertion_auc")},
         "methods": {m: {k: r[k] for k in keep if k in r} for m, r in report["methods"].items()},
+        # the lab's refinements: scored where the model's output responds to the causes;
+        # occlusion by another word of the same slot instead of <unk>
+        "where_output_changes": report.get("where_output_changes"),
+        "by_replacement": report.get("by_replacement"),
     }
 
 

@@ -378,29 +378,65 @@ def c9(found: Records) -> list[str]:
         "### C9 Which explanation tells the truth (en-fr RNNsearch, dev sentences)",
         "",
         "AER (%) against the exact causes of each target word (the source words whose "
-        "same-category substitution changes it), and the deletion area (mean log p per "
-        "reference token as source words are replaced by <unk> in the method's order; lower "
-        "is better) beside a random order's.",
+        "same-category substitution changes it), on every target word and *where the model "
+        "responds*: only the target words whose own greedy output changes when one of their "
+        "causes is substituted (one substitute per source word, on the sentences the model "
+        "translates exactly). Deletion area: mean log p per reference token as source words "
+        "are taken out in the method's order (lower is better), by <unk> and by *replacement* "
+        "with another word of the same slot (the sentence stays in the language), each beside "
+        "a random order's.",
         "",
-        *header("method", "AER vs causes %", "deletion AUC", "below random on every seed"),
+        *header(
+            "method",
+            "AER vs causes %",
+            "where the model responds %",
+            "deletion AUC",
+            "below random on every seed",
+            "deletion AUC, replacement",
+            "below random on every seed",
+        ),
     ]
 
     def method(name: str, key: str) -> Callable[[Record], float]:
         return lambda r: r["explanations"]["methods"][name][key]
 
+    def replaced(name: str) -> Callable[[Record], float]:
+        return lambda r: r["explanations"]["by_replacement"][name]["deletion_auc"]
+
+    def below_on_every_seed(get: Callable[[Record], float], baseline) -> str:
+        pairs = [(get(r), baseline(r)) for r in runs if values([r], get) and values([r], baseline)]
+        return "yes" if pairs and all(x < y for x, y in pairs) else ("no" if pairs else "—")
+
+    def probes_of(r: Record) -> dict:
+        return r["explanations"]["where_output_changes"]
+
+    def random_unk(r: Record) -> float:
+        return r["explanations"]["random"]["deletion_auc"]
+
     for name in EXPLAIN:
-        below = values(runs, method(name, "deletion_auc"))
-        random = values(runs, lambda r: r["explanations"]["random"]["deletion_auc"])
-        every = bool(below) and all(x < y for x, y in zip(below, random, strict=True))
-        aer_ = fmt(values(runs, method(name, "aer")))
-        out.append(row_of([name, aer_, fmt(below, 3), "yes" if every else "no"]))
+        responds = values(runs, lambda r, n=name: method(n, "where_output_changes")(r)["aer"])
+        out.append(
+            row_of([
+                name, fmt(values(runs, method(name, "aer"))), fmt(responds),
+                fmt(values(runs, method(name, "deletion_auc")), 3),
+                below_on_every_seed(method(name, "deletion_auc"), random_unk),
+                fmt(values(runs, replaced(name)), 3),
+                below_on_every_seed(replaced(name), replaced("random")),
+            ])
+        )  # fmt: skip
+    probed = values(runs, lambda r: probes_of(r)["words"])
+    of = values(runs, lambda r: probes_of(r)["target_words"])
     out.append(
         row_of([
             "diagonal; random order",
             fmt(values(runs, lambda r: r["explanations"]["diagonal"]["aer"])),
-            fmt(values(runs, lambda r: r["explanations"]["random"]["deletion_auc"]), 3), "",
+            fmt(values(runs, lambda r: probes_of(r)["diagonal"]["aer"])),
+            fmt(values(runs, random_unk), 3), "", fmt(values(runs, replaced("random")), 3), "",
         ])
     )  # fmt: skip
+    if probed:
+        out += ["", f"Where the model responds: {fmt(probed)} target words of "
+                f"{fmt(of)} in the sentences it translates exactly."]  # fmt: skip
     return out
 
 

@@ -126,6 +126,12 @@ def test_evaluate_scores_the_attention_against_sure_and_possible_links(prepared,
                 if k != "ms_per_sentence"}  # fmt: skip
     assert measured.items() <= explained["methods"]["attention"].items()  # all but the time
     assert "| attention |" in scores.explanations_table()
+    # the lab's refinements: an untrained model translates nothing exactly, so nothing is
+    # scored where it responds; occlusion by another word of the slot is measured anyway
+    probed = explained["where_output_changes"]
+    assert probed["words"] <= probed["target_words"] and probed["sentences"] <= 5
+    assert set(explained["by_replacement"]) >= {"attention", "random"}
+    assert "deletion AUC, replacement" in scores.explanations_table()
 
 
 def test_the_docs_show_the_rules_the_generator_follows():
@@ -226,6 +232,8 @@ def test_probes_score_only_the_words_the_model_changes():
     _, _, deaf = _probed(lambda tgt, first: list(first))
     assert all(p.responsive == set() for p in deaf)
     assert _where_output_changes([item.links for item in items], items, deaf) is None
-    # a model that gets a sentence wrong has nothing scored there
+    # a model that gets a sentence wrong has nothing scored there, whatever its length
     _, _, wrong = _probed(lambda tgt, first: ["x", *tgt[1:]])
     assert all(p.responsive is None for p in wrong)
+    _, _, longer = _probed(lambda tgt, first: [*tgt, "x", "x"])
+    assert all(p.responsive is None for p in longer)

@@ -139,6 +139,8 @@ def model_probes(loaded: Any, items: Sequence[Item], limit: int) -> list[Probe]:
         responsive: set[int] = set()
         for sub in subs:
             changed = next(outputs)
+            if not right:  # its words are not the reference's: nothing to compare with
+                continue
             for j, word in enumerate(first):
                 moved = j >= len(changed) or changed[j] != word
                 if moved and set(sub.positions) & item.pair.causes[j]:
@@ -367,5 +369,38 @@ def markdown_rows(report: dict[str, Any]) -> list[str]:
         + (f"{report['diagonal']['aer']:.1f} (diagonal) | " if gold else "")
         + f"{rand['deletion_auc']:.3f} | {rand['insertion_auc']:.3f} | "
         f"{rand['comprehensiveness']:.3f} | {rand['sufficiency']:.3f} | | | |"
+    )
+    return [*lines, "", *_lab_rows(report)]
+
+
+def _lab_rows(report: dict[str, Any]) -> list[str]:
+    """The grammar lab's two refinements, one row per method (none elsewhere)."""
+    probed, kind = report.get("where_output_changes"), report.get("by_replacement")
+    if not probed or not kind:
+        return []
+
+    def aer(found: dict | None) -> str:
+        return "—" if not found else f"{found['aer']:.1f}"
+
+    lines = [
+        f"Where the model responds ({probed['words']} of {probed['target_words']} target "
+        f"words, in the {probed['sentences']} sentences it translates exactly: those whose "
+        "own output changes when one of their causes is replaced by another word of its "
+        "slot), and deletion by *replacement* with such a word instead of <unk>:",
+        "",
+        "| method | AER vs causes where the model responds (%) | deletion AUC, replacement "
+        "| vs random |",
+        "|---|---:|---:|---|",
+    ]
+    for method, row in report["methods"].items():
+        moved = kind[method]
+        verdict = "better" if moved["better_than_random"] else "**no better than random**"
+        lines.append(
+            f"| {method} | {aer(row.get('where_output_changes'))} | "
+            f"{moved['deletion_auc']:.3f} | {verdict} |"
+        )
+    lines.append(
+        f"| random order | {aer(probed.get('diagonal'))} (diagonal) | "
+        f"{kind['random']['deletion_auc']:.3f} | |"
     )
     return [*lines, ""]
