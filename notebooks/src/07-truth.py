@@ -148,7 +148,11 @@ table(rows, ["output", "causes", *METHODS])
 # `attnmt.evaluate(model, explain=[...])` reads the first dev sentences with their reference
 # (forced decoding), computes each method's matrix and measures it: the AER against the
 # causes (with the diagonal, word i ↔ word i scaled by length, as a no-model baseline),
-# and the deletion and insertion areas against a random order (occlusion by `<unk>`).
+# and the deletion and insertion areas against a random order (occlusion by `<unk>`). On
+# the lab a second table asks two sharper questions: the AER only on the target words
+# whose own output the model changes when one of their causes is replaced by another word
+# of its kind (a model that ignores a cause is not asked to explain it), and deletion by
+# such replacements instead of `<unk>` (the sentence stays in the language it knows).
 
 # %%
 lab_eval = attnmt.evaluate(
