@@ -103,3 +103,20 @@ def test_plot_draws_an_explanation(tiny_runs, tmp_path, method):
     assert main([*args, "--ig-steps", "4", "--formats", "png"]) == 0
     saved = load_arrays(out / "test-0.npz")
     assert saved.meta["explain"] == method and np.asarray(saved.weights).ndim == 2
+
+
+def test_a_notebook_draws_where_an_image_run_looks(tiny_image_runs):
+    import attnmt
+    from attnmt.errors import UserError
+
+    soft = attnmt.load(tiny_image_runs["soft"], device="cpu")
+    fig = soft.looks(0)
+    panels = [ax for ax in fig.axes if ax.images]
+    assert panels and all(len(ax.images) == 2 for ax in panels)  # the canvas, the attention
+    assert panels[-1].get_title() == "'</s>'" and "true '" in fig._suptitle.get_text()
+    glimpses = attnmt.load(tiny_image_runs["glimpses"], device="cpu").looks(1)
+    assert any(ax.lines for ax in glimpses.axes)  # the glimpse path drawn on the canvas
+    # the image report of `attnmt evaluate` comes with the Python call too
+    assert "localisation" in attnmt.evaluate(soft, split="test", beam=1, limit=4).data["images"]
+    with pytest.raises(UserError, match="canvases; index 999"):
+        soft.looks(999)

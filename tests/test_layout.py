@@ -62,6 +62,8 @@ LAZY_IMPORTS = {
     ("attnmt.api.model", "attnmt.inference.scoring"),
     # ...and a run's own dev/test sentences (`Model.examples`) read the corpus when asked.
     ("attnmt.api.model", "attnmt.data.preparation"),
+    # ...and an image run's pictures (`Model.looks`) draw its canvases when asked.
+    ("attnmt.api.model", "attnmt.inference.vision"),
     ("attnmt.cli.translate", "attnmt.inference.attention_maps"),
     ("attnmt.inference.array_ops", "attnmt.inference.torch_ops"),
     ("attnmt.runtime.arrays", "onnxruntime"),

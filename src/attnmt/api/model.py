@@ -239,6 +239,16 @@ class Model:
             )
         return self.score(source, target, layer=layer, head=head, threshold=threshold)
 
+    def looks(self, index: int = 0, split: str = "test"):
+        """An image run's canvas `index` of `split`, read greedily: one panel per output
+        step, its attention spread over the pixels, the true digit's box dashed (a glimpse
+        model's path drawn on it) — Xu et al.'s Fig. 2–3 as a matplotlib figure."""
+        if self.config.model.name not in IMAGE_MODELS:
+            raise UserError("looks() draws an image run's attention; this run reads text")
+        from attnmt.inference.vision import canvas_looks  # torch and the canvases
+
+        return canvas_looks(self.loaded, index, split)
+
     def self_attention(self, source: str) -> Translated:
         """The encoder's self-attention over `source`, in the view of a translation: one
         map per encoder layer and head, rows and columns both the source's subwords (its

@@ -26,9 +26,11 @@ from matplotlib.patches import Rectangle
 
 from attnmt.data import images
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
+from attnmt.data.preparation import decoding_split
 from attnmt.data.vocab import EOS
 from attnmt.errors import DataError
 from attnmt.inference.scoring import forced_weights
+from attnmt.inference.translator import Translator
 from attnmt.models.vision import DOWNSAMPLE, grid_size
 from attnmt.plotting import load_arrays, save_arrays
 
@@ -175,6 +177,26 @@ def draw_looks(
     title: str = "",
     formats: Sequence[str] = ("png",),
 ) -> list[Path]:
+    """`looks_figure`, saved as `stem.<format>` for each of `formats`."""
+    fig = looks_figure(pixels, outputs, maps, boxes=boxes, path=path, title=title)
+    written = []
+    for fmt in formats:
+        target = Path(f"{stem}.{fmt}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(target, dpi=110)
+        written.append(target)
+    return written
+
+
+def looks_figure(
+    pixels: np.ndarray,
+    outputs: Sequence[str],
+    maps: np.ndarray,
+    *,
+    boxes: Sequence[tuple[int, int, int, int]] = (),
+    path: np.ndarray | None = None,
+    title: str = "",
+) -> Figure:
     """One panel per emitted symbol: the image in grey, the attention of that step over it
     in colour, the digit's true box (when known) as a white frame; a glimpse path (pixel
     (row, col) per glimpse) as numbered points joined by a line.
@@ -207,13 +229,27 @@ def draw_looks(
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    written = []
-    for fmt in formats:
-        target = Path(f"{stem}.{fmt}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(target, dpi=110)
-        written.append(target)
-    return written
+    return fig
+
+
+def canvas_looks(loaded: Any, index: int, split: str = "test") -> Figure:
+    """Where an image run looks while it reads canvas `index` of its `split`, decoded
+    greedily: `looks_figure` of each output step's attention spread over the pixels (a
+    glimpse model's path drawn on it), titled with what it read and the truth."""
+    canvases = split_canvases(loaded.cfg.data, split)
+    if not 0 <= index < len(canvases):
+        raise DataError(f"the {split} split has {len(canvases)} canvases; index {index} is not one")
+    canvas = canvases[index]
+    example = decoding_split(loaded.cfg.data, split, loaded.vocab)[index]
+    done = Translator(loaded, beam=1, need_weights=True).translate([example.src])[0].translation
+    height, width = canvas.pixels.shape
+    maps = pixel_map(done.weights.float().numpy(), height, width)  # (steps, H, W)
+    path = None
+    if hasattr(loaded.model, "glimpse_path"):
+        path = glimpse_path(loaded.model, loaded.vocab.src.encode(example.src))
+    outputs = [*done.text.split(), "</s>"]
+    title = f"{loaded.run_dir.name}: read '{done.text}', true '{example.tgt}'"
+    return looks_figure(canvas.pixels, outputs, maps, boxes=canvas.boxes, path=path, title=title)
 
 
 @torch.no_grad()
