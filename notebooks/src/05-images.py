@@ -26,15 +26,10 @@
 
 # %%
 import torch
-from IPython import get_ipython
-from IPython.display import Image, Markdown
+from IPython.display import Markdown
 
 import attnmt
-from attnmt.data.preparation import decoding_split
-from attnmt.inference.vision import draw_looks, glimpse_path, pixel_map, split_canvases
 from attnmt.tutorial import Chapter
-
-get_ipython().run_line_magic("matplotlib", "inline")  # show the figures the library returns
 
 torch.set_num_threads(1)  # on a busy 2-core machine two threads ran these models 9x slower
 chapter = Chapter("05-images")  # the budget: $ATTNMT_BUDGET, "full" or "smoke"
@@ -68,26 +63,23 @@ soft = chapter.train("captions-soft.yaml", "soft", data=DATA, train=CAPTIONS)
 plain = chapter.train("captions-plain.yaml", "plain", data=DATA, train=CAPTIONS)
 soft.plot()
 
+# %%
+{m["step"]: f"{m['exact']:.1f}% exact" for m in soft.metrics if m["type"] == "valid"}  # dev
+
 # %% [markdown]
 # ## How well they read, and whether the attention is on the digit
 #
 # `attnmt.evaluate` on an image run gives the exact match (every digit of the canvas
-# right, in order). The image scores of `attnmt evaluate` (per-digit accuracy, and
-# **localisation**: with the model reading the true digits, the share of each step's
-# attention mass inside the box of the digit being read, beside the share uniform
-# attention would put there) come from `attnmt.inference.vision.image_report`; the
-# Python API's `evaluate` does not return them, so we call it ourselves.
+# right, in order) and, in `.data["images"]`, the image scores of `attnmt evaluate`:
+# per-digit accuracy and **localisation** (with the model reading the true digits, the
+# share of each step's attention mass inside the box of the digit being read, beside the
+# share uniform attention would put there).
 
 # %%
-from attnmt.inference.vision import image_report
-
-
 def read(run):
     """Decode the test canvases greedily; the digit scores and, with attention, where it looks."""
     model = run.load(device="cpu")
-    scores = attnmt.evaluate(model, split="test", beam=1)
-    examples = decoding_split(model.config.data, "test", model.loaded.vocab)
-    return model, image_report(model.loaded, examples, scores.hypotheses, "test")
+    return model, attnmt.evaluate(model, split="test", beam=1).data["images"]
 
 
 soft_model, soft_report = read(soft)
@@ -115,42 +107,16 @@ Markdown("\n".join(lines))
 #
 # `Model.translate` takes text; an image is a "sentence" of pixel tokens (one per pixel,
 # row by row), so it can decode one, but its interactive view would be a 1,536-column
-# heatmap. The library's image drawing (`attnmt.inference.vision`, what `attnmt plot`
-# uses on image runs) spreads each grid cell's weight over the 4×4 pixels it covers and
-# draws one panel per emitted digit, the true box dashed (Xu et al. 2015, Fig. 2-3).
+# heatmap. `Model.looks(index)` (what `attnmt plot` draws for image runs) spreads each
+# grid cell's weight over the 4×4 pixels it covers and draws one panel per emitted digit,
+# the true box dashed (Xu et al. 2015, Fig. 2-3).
 
 
 # %%
-def looks(model, index, name):
-    """Decode test canvas `index` and draw the attention of each output step over it."""
-    canvas = split_canvases(model.config.data, "test")[index]
-    example = decoding_split(model.config.data, "test", model.loaded.vocab)[index]
-    done = model.translator(beam=1, need_weights=True).translate([example.src])[0].translation
-    height, width = canvas.pixels.shape
-    maps = pixel_map(done.weights.float().numpy(), height, width)  # (steps, H, W)
-    path = (
-        glimpse_path(model.loaded.model, model.loaded.vocab.src.encode(example.src))
-        if hasattr(model.loaded.model, "glimpse_path")
-        else None
-    )
-    outputs = [*done.text.split(), "</s>"]
-    stem = chapter.runs / "looks" / f"{name}-{index}"
-    [png] = draw_looks(
-        stem,
-        canvas.pixels,
-        outputs,
-        maps,
-        boxes=canvas.boxes,
-        path=path,
-        title=f"{name}: read '{done.text}', true '{example.tgt}'",
-    )
-    return Image(filename=str(png))
-
-
-looks(soft_model, SHOW[0], "soft")
+soft_model.looks(SHOW[0])
 
 # %%
-looks(soft_model, SHOW[1], "soft")
+soft_model.looks(SHOW[1])
 
 # %% [markdown]
 # ## Hard attention
@@ -197,18 +163,31 @@ glimpse_model, glimpse_report = read(glimpses)
 glimpse_report
 
 # %%
-looks(glimpse_model, SHOW[0], "glimpses")
+glimpse_model.looks(SHOW[0])
 
 # %% [markdown]
 # ## What this shows, and what it cannot at this scale
 #
-# One seed each, and fewer updates than the shipped configs. When this chapter was written
-# (the budget `full`, on the Intel Xeon named below), the run gave: the soft captioner
-# 53.0% of the test strings exact and 81.9% of the digits right, with 52.1% of each
-# step's attention mass inside the box of the digit being read (uniform: 6.7%) and its
-# peak inside that box for 93.8% of the digits; Show and Tell 8.0% exact and 42.9% of the
-# digits. The tables above show the numbers of this execution.
-#
+# One seed each, and fewer updates than the shipped configs. This execution's numbers:
+
+# %%
+def where(report):
+    found = report.get("localisation")
+    if not found:
+        return "no attention"
+    return (f"{found['mass_on_digit']}% of each step's attention mass on the digit being read "
+            f"(uniform: {found['uniform']}%), its peak in that box for {found['peak_on_digit']}%")
+
+
+Markdown("\n".join(
+    f"- {name}: {r['exact']}% of the test strings exact, {r['digit_accuracy']}% of the digits; "
+    f"{where(r)}."
+    for name, r in (("Show, Attend and Tell (soft)", soft_report),
+                    ("Show and Tell (no attention)", plain_report),
+                    ("glimpses", glimpse_report))
+))  # fmt: skip
+
+# %% [markdown]
 # - **Soft attention localises.** Xu et al. (2015, Fig. 2-3) showed the weights falling on
 #   the object named at each word. Here it can be measured, and the mass on the digit is
 #   many times the uniform share. The panels show the decoder moving from digit to digit,
@@ -219,15 +198,15 @@ looks(glimpse_model, SHOW[0], "glimpses")
 #   attention reads far more strings than Show and Tell, the direction Xu et al. report
 #   against Vinyals et al. (their Table 1). The baseline is not finished: docs/results.md
 #   trained both to 2,000 updates (15-25% exact against 84-87%).
-# - **The soft captioner is not finished either**: its dev exact match was near zero at
-#   1,000 updates and jumped by 1,500 (the validation lines of the training output);
+# - **The soft captioner is not finished either**: read its dev exact match by update
+#   (the cell under its training curve);
 #   docs/results.md reaches 84-87% exact at 2,000.
 # - **Hard attention** (Xu et al. §4.1): **not at this scale**; docs/results.md
 #   reproduces it at 6,000 updates (pictures above).
-# - **Glimpses** (Mnih et al. 2014): **not at this scale.** When written, the glimpse
-#   model at 2,000 updates read 12.6% of the test digits (chance: 10%) with 0.9% of its
-#   finest-patch mass on the digit (uniform: 9.2%): the policy has not yet learned where
-#   to look, and the classifier cannot read what it does not see. REINFORCE learns slowly:
+# - **Glimpses** (Mnih et al. 2014): **not at this scale.** Compare the glimpse model's line
+#   above with chance (10% of the digits) and its mass on the digit with the uniform share:
+#   at 2,000 updates the policy has not learned where to look, and the classifier cannot
+#   read what it does not see. REINFORCE learns slowly:
 #   docs/results.md measured dev accuracy 9-10% at 1,000-2,000 updates, 26% at 3,000, 40%
 #   at 4,000, and 92% test accuracy at the shipped 20,000 updates on 30,000 canvases,
 #   with 89% of the mass on the digit:
