@@ -8,7 +8,7 @@ canvases are made again from the run's data config, in the order of the split.
 
     scores = digit_scores(hypotheses, references)      # exact match, per-digit accuracy
     report = localisation(loaded, examples, canvases)  # mass on the right digit's box
-    files = draw_looks(stem, pixels, digits, maps, boxes)
+    files = draw_looks(stem, pixels, digits, maps, boxes=boxes)
 
 Shapes legend: T target steps (digits, then EOS), G grid cells, H, W image height, width.
 """
@@ -167,18 +167,10 @@ def localisation(
 
 
 def draw_looks(
-    stem: Path,
-    pixels: np.ndarray,
-    outputs: Sequence[str],
-    maps: np.ndarray,
-    *,
-    boxes: Sequence[tuple[int, int, int, int]] = (),
-    path: np.ndarray | None = None,
-    title: str = "",
-    formats: Sequence[str] = ("png",),
+    stem: Path, *drawn: Any, formats: Sequence[str] = ("png",), **options: Any
 ) -> list[Path]:
-    """`looks_figure`, saved as `stem.<format>` for each of `formats`."""
-    fig = looks_figure(pixels, outputs, maps, boxes=boxes, path=path, title=title)
+    """`looks_figure(*drawn, **options)`, saved as `stem.<format>` for each of `formats`."""
+    fig = looks_figure(*drawn, **options)
     written = []
     for fmt in formats:
         target = Path(f"{stem}.{fmt}")
