@@ -55,8 +55,9 @@ import throughput  # noqa: E402
 
 from attnmt.config import load_config  # noqa: E402
 from attnmt.data import prepare  # noqa: E402
+from attnmt.decoding.runs import load_run  # noqa: E402
+from attnmt.decoding.translator import Translator  # noqa: E402
 from attnmt.devices import cpu_model, pick_device  # noqa: E402
-from attnmt.inference import Translator, load_run  # noqa: E402
 from attnmt.metrics import corpus_scores  # noqa: E402
 
 GROUPS = ("machine", "kernels", "training", "quality", "decoding", "data")
@@ -158,7 +159,7 @@ def attnmt_decode(run_dir: Path, lines: list[str], beam: int, *, quantize: str |
     """Sentences/s of attnmt's decoder (model loaded beforehand) and its hypotheses."""
     loaded = load_run(run_dir)
     if quantize:
-        from attnmt.inference.quantize import quantize_model
+        from attnmt.decoding.quantize import quantize_model
 
         loaded.model = quantize_model(loaded.model, quantize)
     translator = Translator(loaded, beam=beam)
@@ -174,7 +175,7 @@ def ctranslate2_decode(run_dir: Path, out: Path, lines: list[str], beam: int, qu
     beam search: sentences/s and hypotheses."""
     import ctranslate2
 
-    from attnmt.inference.export import export_ctranslate2, vocabulary_tokens
+    from attnmt.export.ctranslate2 import export_ctranslate2, vocabulary_tokens
 
     loaded = load_run(run_dir)
     export_ctranslate2(loaded, out, quantization=quantization, force=True)

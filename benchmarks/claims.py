@@ -238,11 +238,11 @@ def measure(spec: Spec, budget: str, run_dir: Path) -> dict[str, Any]:
     """The test split's scores, by length, with forced lengths (C1), the attention's AER
     on test and dev (C2, C4, C6), explanations (C9) and the dev curve (C5, C7)."""
     from attnmt.data.preparation import decoding_split
-    from attnmt.inference.attention_choice import choose_attention
-    from attnmt.inference.decode_ids import translate_ids
-    from attnmt.inference.evaluation import alignment_report, evaluate_examples
-    from attnmt.inference.runs import load_run
-    from attnmt.inference.translator import source_limit
+    from attnmt.decoding.attention_choice import choose_attention
+    from attnmt.decoding.decode_ids import translate_ids
+    from attnmt.decoding.runs import load_run
+    from attnmt.decoding.translator import source_limit
+    from attnmt.evaluation.splits import alignment_report, evaluate_examples
     from attnmt.metrics import bleu_by_length, corpus_scores
 
     loaded = load_run(run_dir)
@@ -285,8 +285,8 @@ def measure(spec: Spec, budget: str, run_dir: Path) -> dict[str, Any]:
 def explanations(loaded, examples, limit: int, budget: str) -> dict[str, Any]:
     """C9: each method's AER against the causes and its deletion/insertion areas, on the
     first dev sentences (in distribution: the model translates them)."""
+    from attnmt.decoding.attention_choice import choose_attention
     from attnmt.explain import explanation_report
-    from attnmt.inference.attention_choice import choose_attention
 
     b = BUDGETS[budget]
     report = explanation_report(
@@ -332,9 +332,9 @@ def aligner_baselines(budget: str, pair: str, out: Path) -> dict[str, Any]:
     splits at once, as unsupervised aligners are; three times, its sampler is not
     seedable). Kept in claims-baselines-PAIR.json (benchmarks/results/ for the full budget,
     committed with the runs' records; OUT for the smoke budget)."""
+    from attnmt.alignment.links import alignment_scores, diagonal_alignment
     from attnmt.config import load_config
     from attnmt.data.grammar_corpus import grammar_pairs
-    from attnmt.inference.alignment import alignment_scores, diagonal_alignment
 
     cache = (RESULTS.parent if budget == "full" else out) / f"claims-baselines-{pair}.json"
     if cache.is_file():
@@ -354,8 +354,8 @@ def aligner_baselines(budget: str, pair: str, out: Path) -> dict[str, Any]:
         "bag-of-words": scored(dice_links(splits["train"], test)),
     }
     if BUDGETS[budget]["eflomal"]:
-        from attnmt.inference.aligners import eflomal_links
-        from attnmt.inference.alignment import symmetrize
+        from attnmt.alignment.aligners import eflomal_links
+        from attnmt.alignment.links import symmetrize
 
         every = [p for name in ("train", "dev", "test") for p in splits[name]]
         runs = []

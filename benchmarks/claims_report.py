@@ -550,8 +550,8 @@ def crossing_heatmaps(runs: Sequence[Record], folder: Path, out: Path) -> list[P
     most crossing links (a typical reordering, small enough to read)."""
     from attnmt.data.grammar import crossings
     from attnmt.data.grammar_corpus import grammar_pairs
-    from attnmt.inference.runs import load_run
-    from attnmt.inference.scoring import forced_weights
+    from attnmt.decoding.runs import load_run
+    from attnmt.decoding.scoring import forced_weights
     from attnmt.plotting import heatmap
 
     written: list[Path] = []

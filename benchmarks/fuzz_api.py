@@ -39,8 +39,8 @@ from schemathesis.engine import events
 from schemathesis.python.asgi import get_client
 
 from attnmt.config import load_config
+from attnmt.decoding.runs import load_run
 from attnmt.devices import cpu_model
-from attnmt.inference import load_run
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.validation import RAGGED
 from attnmt.training import train

@@ -8,7 +8,7 @@ with the pixels.
 
 The shipped `configs/glimpses.yaml` and `configs/cluttered-cnn.yaml` models (random
 weights: the cost does not depend on them), in eval mode, decoding greedily as `attnmt
-evaluate` does (`attnmt.inference.search.greedy`), two tokens long: the label and EOS,
+evaluate` does (`attnmt.decoding.search.greedy`), two tokens long: the label and EOS,
 what a trained model writes (an untrained one would go on to `max_output_tokens`). The
 canvases are real test canvases of the cluttered task (40x40, one UCI digit among
 clutter), each pasted at a seeded random place onto a black canvas of the side measured, so
@@ -36,8 +36,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from attnmt.config import load_config
 from attnmt.data import images
 from attnmt.data.vocab import EOS
+from attnmt.decoding.search import greedy
 from attnmt.devices import NOTABLE_FLAGS, cpu_flags, cpu_model, pick_device
-from attnmt.inference.search import greedy
 from attnmt.models import build_model
 from attnmt.models.vision import FIRST_LEVEL_ID
 

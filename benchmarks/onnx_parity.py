@@ -28,7 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import append_result, describe
 
 from attnmt.data.preparation import decoding_split
-from attnmt.inference import load_run, source_limit, translate_ids
+from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.translator import source_limit
 from attnmt.metrics import corpus_scores
 from attnmt.runtime import load_export
 
@@ -42,7 +44,7 @@ def divergence_gap(model, source: list[int], a: list[int], b: list[int]) -> floa
     import torch
 
     from attnmt.data.vocab import EOS
-    from attnmt.inference.hypotheses import begin
+    from attnmt.decoding.hypotheses import begin
 
     common = 0
     while common < min(len(a), len(b)) and a[common] == b[common]:

@@ -30,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import append_result, describe
 
 from attnmt.data.preparation import decoding_split
-from attnmt.inference import load_run, source_limit, translate_ids
+from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.translator import source_limit
 from attnmt.runtime import load_export
 
 RESULTS = Path(__file__).resolve().parent / "results" / "onnx_speed.jsonl"

@@ -35,14 +35,14 @@ from pathlib import Path
 import numpy as np
 
 import attnmt
-from attnmt.data.bible import book_number, load_pairs
-from attnmt.inference.aligners import eflomal_links
-from attnmt.inference.alignment import (
+from attnmt.alignment.aligners import eflomal_links
+from attnmt.alignment.links import (
     alignment_scores,
     diagonal_alignment,
     local_reversals,
     symmetrize,
 )
+from attnmt.data.bible import book_number, load_pairs
 from attnmt.plotting import heatmap, length_curves
 
 ROOT = Path(__file__).resolve().parents[1]

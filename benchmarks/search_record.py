@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import append_result, describe
 
 from attnmt.data.preparation import decoding_split
-from attnmt.inference import Translator, load_run
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.translator import Translator
 
 RESULTS = Path(__file__).resolve().parent / "results" / "search_record.jsonl"
 

@@ -44,10 +44,10 @@ import uvicorn
 import attnmt.serve.worker as worker_module
 from attnmt.cancel import Cancelled
 from attnmt.config import load_config
+from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.runs import load_run
 from attnmt.explain.gradients import integrated_gradients
 from attnmt.explain.methods import occlusion
-from attnmt.inference import load_run
-from attnmt.inference.decode_ids import translate_ids
 from attnmt.models.builder import build_model
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.budget import LineSize, explain_passes, search_steps

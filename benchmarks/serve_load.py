@@ -108,7 +108,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def library_rate(run: str, sentences: list[str]) -> float:
     """Sentences per second of the library's Translator, one call per sentence."""
-    from attnmt.inference import Translator, load_run
+    from attnmt.decoding.runs import load_run
+    from attnmt.decoding.translator import Translator
 
     translator = Translator(load_run(run), need_weights=True)
     translator.translate(sentences[:2])  # warm-up, as the server's first requests are

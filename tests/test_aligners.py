@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from attnmt.alignment.links import SYMMETRIZATIONS, shift_rows, symmetrize
 from attnmt.cli import main
 from attnmt.data.alignments import read_pharaoh
-from attnmt.inference.alignment import SYMMETRIZATIONS, shift_rows, symmetrize
 
 # Source words 0..3, target words 0..3. Forward links each target word to one source word,
 # reverse each source word to one target word; they agree on (0,0) and (3,3).

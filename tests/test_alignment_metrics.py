@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnmt.inference import (
+from attnmt.alignment.links import (
     alignment_scores,
     diagonal_alignment,
     extract_alignment,

@@ -13,8 +13,8 @@ from attnmt.averaging import average_weights, pick_checkpoints, write_average
 from attnmt.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from attnmt.cli import main
 from attnmt.config import load_config
+from attnmt.decoding.runs import load_run
 from attnmt.errors import CheckpointError
-from attnmt.inference import load_run
 from attnmt.training import train
 from conftest import TINY, mixed_corpus
 

@@ -19,8 +19,8 @@ import pytest
 from attnmt import config
 from attnmt.cli import main
 from attnmt.config import Config, DataConfig, ModelConfig, TrainConfig, corpora, load_config
+from attnmt.decoding.runs import find_checkpoint, load_run
 from attnmt.errors import CheckpointError, ConfigError, DataError
-from attnmt.inference import find_checkpoint, load_run
 
 
 def _error(overrides: list[str]) -> str:
@@ -300,7 +300,7 @@ def test_run_with_a_config_this_version_refuses(tmp_path, monkeypatch):
     """An old run whose saved config no longer loads: one sentence naming the checkpoint."""
     from attnmt.checkpoint import Checkpoint
     from attnmt.config import to_dict
-    from attnmt.inference import runs
+    from attnmt.decoding import runs as runs
 
     ck_dir = tmp_path / "run" / "checkpoints" / "step-1"
     ck_dir.mkdir(parents=True)

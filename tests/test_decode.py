@@ -9,7 +9,9 @@ import torch
 
 from attnmt.config import ModelConfig
 from attnmt.data import BOS, EOS, PAD, pad_batch
-from attnmt.inference import beam_search, forced_weights, greedy, length_penalty
+from attnmt.decoding.hypotheses import length_penalty
+from attnmt.decoding.scoring import forced_weights
+from attnmt.decoding.search import beam_search, greedy
 from attnmt.models import build_model
 
 V = 6  # PAD UNK BOS EOS a=4 b=5

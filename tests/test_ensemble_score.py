@@ -18,10 +18,12 @@ from fastapi.testclient import TestClient
 from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.data.vocab import BOS, EOS
+from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.ensemble import Ensemble, load_ensemble
+from attnmt.decoding.hypotheses import length_penalty
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.scoring import score_pairs
 from attnmt.errors import UserError
-from attnmt.inference import length_penalty, load_run, translate_ids
-from attnmt.inference.ensemble import Ensemble, load_ensemble
-from attnmt.inference.scoring import score_pairs
 from attnmt.serve.app import create_app
 from attnmt.serve.decoding import RunDecoder, Settings
 from attnmt.training import train

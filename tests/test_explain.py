@@ -14,18 +14,18 @@ import pytest
 import torch
 from torch import nn
 
+from attnmt.alignment.links import SideWords
 from attnmt.cancel import Cancelled, stop_when
 from attnmt.config import load_config
 from attnmt.data.vocab import BOS, EOS, UNK
+from attnmt.decoding.attention_choice import AttentionChoice, choose_attention
+from attnmt.decoding.runs import load_run
 from attnmt.errors import UserError
+from attnmt.evaluation.splits import synthetic_links
 from attnmt.explain import METHODS, explain
 from attnmt.explain.bahdanau import find_loop
 from attnmt.explain.gradients import input_override, integrated_gradients, path_gradients
 from attnmt.explain.measures import FRACTIONS, masked, word_ranking
-from attnmt.inference import load_run
-from attnmt.inference.alignment import SideWords
-from attnmt.inference.attention_choice import AttentionChoice, choose_attention
-from attnmt.inference.evaluation import synthetic_links
 from attnmt.models import build_model
 from attnmt.models.base import ModelOutput, Seq2Seq
 from conftest import CONFIGS

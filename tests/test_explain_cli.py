@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from attnmt.cli import main
+from attnmt.decoding.attention_choice import choose_attention
+from attnmt.decoding.runs import load_run
 from attnmt.explain import explain
-from attnmt.inference import load_run
-from attnmt.inference.attention_choice import choose_attention
 from attnmt.plotting import load_arrays
 
 

@@ -29,18 +29,19 @@ from attnmt.cli import main
 from attnmt.config import ModelConfig, load_config
 from attnmt.data.batching import pad_batch
 from attnmt.data.vocab import BOS, EOS, PAD
+from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.hypotheses import max_lengths
+from attnmt.decoding.quantize import quantize_model
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.translator import MAX_SOURCE_TOKENS, Translator
 from attnmt.errors import UserError
-from attnmt.inference import Translator, load_run, translate_ids
-from attnmt.inference.export import (
+from attnmt.export.ctranslate2 import (
     INFO_FILE,
     MAX_POSITIONS,
     RunConverter,
     export_ctranslate2,
     vocabulary_tokens,
 )
-from attnmt.inference.hypotheses import max_lengths
-from attnmt.inference.quantize import quantize_model
-from attnmt.inference.translator import MAX_SOURCE_TOKENS
 from attnmt.models import build_model
 from attnmt.training import train
 from conftest import TINY, WORDS, mixed_corpus

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from attnmt.alignment.links import alignment_scores
 from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.config.checks import GRAMMAR_PAIRS
@@ -17,7 +18,6 @@ from attnmt.data.grammar_corpus import grammar_pairs
 from attnmt.data.preparation import prepare
 from attnmt.errors import ConfigError
 from attnmt.explain.measures import cause_links
-from attnmt.inference.alignment import alignment_scores
 from attnmt.training import train
 
 SMALL = [
@@ -179,9 +179,9 @@ def _probed(model_output):
     target of the sentence before any substitution."""
     from types import SimpleNamespace
 
+    from attnmt.alignment.links import SideWords
     from attnmt.data.synthetic import SymbolVocab
     from attnmt.explain import measures
-    from attnmt.inference.alignment import SideWords
 
     pairs = grammar.generate("en-fr", 30, seed=5, min_words=4, max_words=12)
     written = {}  # source text -> (its target, the unsubstituted sentence's target)

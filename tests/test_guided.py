@@ -115,8 +115,8 @@ TINY = [
 
 def _attention_on_the_reversal(run_dir, examples) -> float:
     """Mean attention the trained model pays to the reversed source position."""
-    from attnmt.inference.runs import load_run
-    from attnmt.inference.scoring import forced_weights
+    from attnmt.decoding.runs import load_run
+    from attnmt.decoding.scoring import forced_weights
 
     loaded = load_run(run_dir, device=torch.device("cpu"))
     pairs = [(ex.src_ids, ex.tgt_ids) for ex in examples]

@@ -14,9 +14,9 @@ from attnmt.cli import main
 from attnmt.config import Config, ModelConfig, from_dict, load_config
 from attnmt.data.images import CANVAS
 from attnmt.data.vocab import EOS
+from attnmt.decoding.decode_ids import translate_ids
 from attnmt.errors import ConfigError
-from attnmt.inference.decode_ids import translate_ids
-from attnmt.inference.vision import box_mass, digit_scores, pixel_map
+from attnmt.evaluation.vision import box_mass, digit_scores, pixel_map
 from attnmt.models import build_model
 from attnmt.models.vision import MAX_SYMBOLS, ConvEncoder, cell_boxes, grid_size, pixels_of
 
@@ -244,7 +244,7 @@ def test_the_glimpse_run_draws_its_path(image_runs, tmp_path):
 
 @pytest.mark.slow
 def test_a_stale_image_cache_is_named_not_scored(image_runs, monkeypatch, capsys):
-    from attnmt.inference import vision
+    from attnmt.evaluation import vision as vision
 
     made = vision.split_canvases
     monkeypatch.setattr(vision, "split_canvases", lambda cfg, split: made(cfg, split)[::-1])

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from attnmt.config import ModelConfig, load_config
+from attnmt.decoding.search import beam_search, greedy
 from attnmt.errors import ConfigError
-from attnmt.inference import beam_search, greedy
 from attnmt.models import ModelOutput, build_model, model_names
 from attnmt.training import reinforce_loss
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from attnmt.data.vocab import BOS, EOS, PAD
-from attnmt.inference.search import beam_search, greedy
+from attnmt.decoding.search import beam_search, greedy
 from attnmt.models.glimpses import Glimpses, footprint, location_log_prob
 from attnmt.models.vision import pixels_of
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from attnmt.config import ModelConfig
-from attnmt.inference import greedy
+from attnmt.decoding.search import greedy
 from attnmt.models import build_model
 
 V = 12  # 4 specials + 8 words

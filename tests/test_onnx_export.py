@@ -26,10 +26,11 @@ import torch
 from attnmt.cli import main
 from attnmt.data.batching import pad_batch
 from attnmt.data.vocab import EOS
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.search import beam_search
+from attnmt.decoding.translator import Translator
 from attnmt.errors import UserError
-from attnmt.inference import Translator, load_run
-from attnmt.inference.onnx_export import TOLERANCE, export_onnx
-from attnmt.inference.search import beam_search
+from attnmt.export.onnx import TOLERANCE, export_onnx
 from attnmt.models import build_model
 from attnmt.runtime import OnnxModel, load_export
 
@@ -205,7 +206,7 @@ def test_bad_exports_are_refused_in_one_sentence(tiny_runs, tmp_path, capsys):
 
 
 def test_translate_refuses_what_only_our_decoder_does(exports, capsys, monkeypatch):
-    """The one loader (`attnmt.inference.loading`) refuses the same for the command line
+    """The one loader (`attnmt.decoding.loading`) refuses the same for the command line
     and `attnmt.load`, naming the option as each spells it; the CPU an export runs on is
     no refusal."""
     from attnmt import load
@@ -228,7 +229,7 @@ def test_the_ctranslate2_types_listed_are_ctranslate2s():
     from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 
     from attnmt.cli import export as cli_export
-    from attnmt.inference import export as ct2_export
+    from attnmt.export import ctranslate2 as ct2_export
 
     assert sorted(cli_export.CT2_TYPES) == sorted(ACCEPTED_MODEL_TYPES)
     assert cli_export.MAX_POSITIONS == ct2_export.MAX_POSITIONS
@@ -370,7 +371,7 @@ def test_the_python_api_loads_an_export(tiny_runs, exports):
 
 def test_graphs_that_do_not_reproduce_the_model_are_not_written(tiny_runs, tmp_path, monkeypatch):
     """The verification's refusal: one sentence with the differences, nothing left behind."""
-    from attnmt.inference import onnx_export
+    from attnmt.export import onnx as onnx_export
 
     monkeypatch.setattr(onnx_export, "export_graphs", lambda *args: None)
     monkeypatch.setattr(onnx_export, "verify", lambda *a: {"log_probs": 0.5, "attention": 0.0})

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from attnmt.alignment.links import collapsed
 from attnmt.cli import main
-from attnmt.inference import collapsed
 
 pytestmark = pytest.mark.slow
 

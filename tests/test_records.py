@@ -1,5 +1,5 @@
 """The sentence record and the search node, defined and built once
-(attnmt.inference.records): what they hold on a hand-computed sentence, and every face's
+(attnmt.decoding.records): what they hold on a hand-computed sentence, and every face's
 copy of their definition (the server's schemas, the tree's header, the docs) kept equal
 to them field for field."""
 
@@ -15,11 +15,10 @@ import pytest
 from pydantic import BaseModel
 
 from attnmt.data.synthetic import SymbolVocab
-from attnmt.explain.methods import Explanation
-from attnmt.inference.attention_choice import AttentionChoice
-from attnmt.inference.decode_ids import Translation
-from attnmt.inference.hypotheses import Hypothesis
-from attnmt.inference.records import (
+from attnmt.decoding.attention_choice import AttentionChoice
+from attnmt.decoding.decode_ids import Translation
+from attnmt.decoding.hypotheses import Hypothesis
+from attnmt.decoding.records import (
     AlternativeRecord,
     AttentionMap,
     ExplanationRecord,
@@ -32,7 +31,8 @@ from attnmt.inference.records import (
     scored_record,
     sentence_record,
 )
-from attnmt.inference.translator import Sentence
+from attnmt.decoding.translator import Sentence
+from attnmt.explain.methods import Explanation
 from attnmt.serve import schemas, search_schemas
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnmt.inference.alignment import local_reversals
+from attnmt.alignment.links import local_reversals
 
 PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "reference_figures.py"
 spec = importlib.util.spec_from_file_location("reference_figures", PATH)

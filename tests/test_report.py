@@ -13,11 +13,11 @@ import random
 
 import pytest
 
+from attnmt.alignment.links import alignment_scores, diagonal_alignment
 from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.data import prepare
 from attnmt.data.alignments import load_gold, read_pharaoh
-from attnmt.inference import alignment_scores, diagonal_alignment
 from attnmt.training import train
 
 TINY = [
@@ -282,7 +282,7 @@ def test_swapped_run_translates_english_to_greek_and_scores_turned_links(runs, g
 
 
 def test_symmetrized_attention_of_both_directions(runs, gold, capsys, tmp_path):
-    from attnmt.inference.alignment import SYMMETRIZATIONS, symmetrize
+    from attnmt.alignment.links import SYMMETRIZATIONS, symmetrize
 
     assert attnmt(capsys, "evaluate", runs["gold-swap"], "--limit", "6", "--out", tmp_path)[0] == 0
     code, out, _ = attnmt(

@@ -26,7 +26,8 @@ from attnmt import scripts
 from attnmt.cli import main
 from attnmt.data import prepare
 from attnmt.data.alignments import format_pharaoh, parse_pharaoh
-from attnmt.inference import labels, load_run
+from attnmt.decoding.attention_choice import labels
+from attnmt.decoding.runs import load_run
 from attnmt.plotting import load_arrays
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,11 +10,10 @@ import torch
 from tests.test_decode import RANDOM_MODELS, _random_model
 
 from attnmt.data import EOS, pad_batch
-from attnmt.inference import beam_search, forced_weights, greedy
-from attnmt.inference.hypotheses import begin
-from attnmt.inference.scoring import score_pairs
-from attnmt.inference.search import alternatives
-from attnmt.inference.search_tree import ENDED, FINISHED, FORCED, KEPT, PRUNED, ROOT
+from attnmt.decoding.hypotheses import begin
+from attnmt.decoding.scoring import forced_weights, score_pairs
+from attnmt.decoding.search import alternatives, beam_search, greedy
+from attnmt.decoding.search_tree import ENDED, FINISHED, FORCED, KEPT, PRUNED, ROOT
 
 CPU = torch.device("cpu")
 SOURCES = [[4, 5, 6, 7, 8], [9, 10, 4], [4]]
@@ -242,7 +241,7 @@ def test_recording_costs_nothing_when_off():
 def test_forced_lengths_give_exactly_that_many_tokens_and_their_true_score(name):
     """Greedy decoding with `exact_lengths`: EOS barred before, forced after; the score is
     what `attnmt score` gives the output; without them the search is what it was."""
-    from attnmt.inference.decode_ids import translate_ids
+    from attnmt.decoding.decode_ids import translate_ids
 
     model = _random_model(name)
     src, mask = _batch(SOURCES)

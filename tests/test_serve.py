@@ -15,8 +15,9 @@ from fastapi.testclient import TestClient
 from attnmt.cli import main
 from attnmt.cli.serve import named_runs
 from attnmt.data.alignments import parse_pharaoh
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.translator import Translator
 from attnmt.errors import UserError
-from attnmt.inference import Translator, load_run
 from attnmt.serve import RunDecoder, Settings, clean_line, create_app
 from attnmt.serve.worker import ClientGoneError, ModelWorker, Options, QueueFullError
 

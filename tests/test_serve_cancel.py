@@ -21,11 +21,11 @@ from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.data.batching import pad_batch
 from attnmt.data.vocab import EOS
+from attnmt.decoding.attention_choice import AttentionChoice
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.scoring import forced_decode
+from attnmt.decoding.search import beam_search, greedy
 from attnmt.explain import explain
-from attnmt.inference import load_run
-from attnmt.inference.attention_choice import AttentionChoice
-from attnmt.inference.scoring import forced_decode
-from attnmt.inference.search import beam_search, greedy
 from attnmt.models.builder import build_model
 from attnmt.models.vision import cell_boxes
 from attnmt.serve import RunDecoder, Settings, create_app

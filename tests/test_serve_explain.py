@@ -12,11 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from attnmt.data.images import canvas_text
+from attnmt.decoding.records import flat_record, sentence_record
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.translator import Translator
+from attnmt.evaluation.vision import pixel_map
 from attnmt.explain import METHODS, explain, explain_translations
 from attnmt.explain.methods import GRADIENT_METHODS
-from attnmt.inference import Translator, load_run
-from attnmt.inference.records import flat_record, sentence_record
-from attnmt.inference.vision import pixel_map
 from attnmt.serve import RunDecoder, Settings, create_app
 
 SENTENCE = "the cat sat on the mat"

@@ -21,7 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 from schemathesis.python.asgi import shutdown_lifespans
 
-from attnmt.inference import load_run
+from attnmt.decoding.runs import load_run
 from attnmt.serve import RunDecoder, Settings, create_app
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"

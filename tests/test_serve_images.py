@@ -10,8 +10,9 @@ from fastapi.testclient import TestClient
 
 from attnmt.data import prepare
 from attnmt.data.images import canvas_text
-from attnmt.inference import Translator, load_run
-from attnmt.inference.vision import glimpse_path, pixel_map, split_canvases
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.translator import Translator
+from attnmt.evaluation.vision import glimpse_path, pixel_map, split_canvases
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.images import MAX_DIGITS
 

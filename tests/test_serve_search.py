@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from attnmt.cli import main
 from attnmt.data.vocab import EOS
-from attnmt.inference import load_run
+from attnmt.decoding.runs import load_run
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.stream import StreamSink
 

@@ -19,7 +19,8 @@ import torch
 from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.data.alignments import parse_pharaoh
-from attnmt.inference import load_run, translate_ids
+from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.runs import load_run
 from attnmt.plotting import load_arrays
 from attnmt.training import train
 from conftest import TINY, mixed_corpus

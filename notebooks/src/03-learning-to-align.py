@@ -195,12 +195,12 @@ print(f"{on_diagonal} of {T} French words look at the diagonal's English word")
 # %%
 import importlib.util
 
+from attnmt.alignment.links import local_reversals, symmetrize
 from attnmt.data.bible import load_pairs
-from attnmt.inference.alignment import local_reversals, symmetrize
 
 has_eflomal = importlib.util.find_spec("eflomal") is not None
 if has_eflomal:
-    from attnmt.inference.aligners import eflomal_links
+    from attnmt.alignment.aligners import eflomal_links
 
     def bare_words(text):
         return [bare(w) or w for w in text.split()]
@@ -401,8 +401,8 @@ has_eflomal
 # `attnmt align --length EFLOMAL_LENGTH` (fewer sampling iterations than its default).
 
 # %%
+from attnmt.alignment.links import alignment_scores, diagonal_alignment, symmetrize
 from attnmt.data.alignments import load_gold, split_by_book
-from attnmt.inference.alignment import alignment_scores, diagonal_alignment, symmetrize
 
 verses = load_gold().verses
 if chapter.budget == "smoke":  # two books, not 27
@@ -412,7 +412,7 @@ gold = [v.links for v in john]
 human = {"diagonal": alignment_scores(
     [diagonal_alignment(len(v.src), len(v.tgt)) for v in john], gold)}  # fmt: skip
 if has_eflomal:
-    from attnmt.inference.aligners import eflomal_links
+    from attnmt.alignment.aligners import eflomal_links
 
     index = {v.ref: n for n, v in enumerate(verses)}
     forward, reverse = eflomal_links(

@@ -1,6 +1,6 @@
 """Names a package re-exports, each loaded from its module on first use (PEP 562), so that
 importing the package loads nothing heavy: `attnmt.data` (no torch for preparing data),
-`attnmt.inference` (the searches run over an ONNX export without torch), `attnmt.explain`.
+`attnmt.explain` (its methods load torch).
 
     __getattr__, __dir__ = lazy_names(__name__, {"load_vocab": "subwords", ...})
 """

@@ -9,7 +9,7 @@ Chinese `zh`, Japanese `ja-mecab`, Korean `ko-mecab`, else `13a`; characters whe
 missing, with `tokenizer_note` saying so); the tokenizer is in the sacrebleu signature.
 chrF, reported beside BLEU for every pair, scores character n-grams and needs none.
 
-Alignment scores (AER) are in `attnmt.inference.alignment`.
+Alignment scores (AER) are in `attnmt.alignment.links`.
 """
 
 from __future__ import annotations

@@ -19,20 +19,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from attnmt.alignment.links import SYMMETRIZATIONS
 from attnmt.checkpoint import resolve_checkpoint, write_json_atomic
 from attnmt.config import IMAGE_CORPORA
 from attnmt.data.alignments import write_pharaoh
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.preparation import decoding_split
+from attnmt.decoding.attention_choice import AttentionChoice, run_attention
+from attnmt.decoding.translator import source_limit
 from attnmt.errors import CheckpointError, DataError, UserError
+from attnmt.evaluation.splits import alignment_report, evaluate_examples
+from attnmt.evaluation.vision import image_report
 from attnmt.explain import check_method, explanation_report
 from attnmt.explain.images import image_explanations
 from attnmt.explain.measures import markdown_rows
-from attnmt.inference.alignment import SYMMETRIZATIONS
-from attnmt.inference.attention_choice import AttentionChoice, run_attention
-from attnmt.inference.evaluation import alignment_report, evaluate_examples
-from attnmt.inference.translator import source_limit
-from attnmt.inference.vision import image_report
 from attnmt.metrics import markdown_table, reference_streams
 from attnmt.plotting import length_curves
 

@@ -11,12 +11,11 @@ from typing import Any
 import numpy as np
 
 from attnmt.config import IMAGE_MODELS
+from attnmt.decoding.attention_choice import labels, run_attention
+from attnmt.decoding.loading import open_model
+from attnmt.decoding.records import scored_record, sentence_record
+from attnmt.decoding.translator import Sentence, Translator, source_limit
 from attnmt.errors import UserError
-from attnmt.inference import Sentence, Translator
-from attnmt.inference.attention_choice import labels, run_attention
-from attnmt.inference.loading import open_model
-from attnmt.inference.records import scored_record, sentence_record
-from attnmt.inference.translator import source_limit
 from attnmt.views.results import Comparison, Translated, Translations, show_figures_inline
 
 show_figures_inline()  # `.plot()` figures draw in a notebook without `%matplotlib inline`
@@ -81,7 +80,7 @@ class Model:
     # --- translating ----------------------------------------------------------------------
 
     def translator(self, **options):
-        """The `attnmt.inference.Translator` under `translate` (options as its own)."""
+        """The `attnmt.decoding.translator.Translator` under `translate` (options as its own)."""
         return Translator(self.loaded, **options)
 
     def translate(
@@ -205,7 +204,7 @@ class Model:
         ids = [
             (src[:limit], self.vocab.tgt.encode(t)) for src, t in zip(encoded, targets, strict=True)
         ]
-        from attnmt.inference.scoring import score_pairs  # forced decoding needs torch
+        from attnmt.decoding.scoring import score_pairs  # forced decoding needs torch
 
         scored = score_pairs(self.loaded.model, ids, alpha=alpha, need_weights=has_attention)
         items = []
@@ -245,7 +244,7 @@ class Model:
         model's path drawn on it) — Xu et al.'s Fig. 2–3 as a matplotlib figure."""
         if self.config.model.name not in IMAGE_MODELS:
             raise UserError("looks() draws an image run's attention; this run reads text")
-        from attnmt.inference.vision import canvas_looks  # torch and the canvases
+        from attnmt.evaluation.vision import canvas_looks  # torch and the canvases
 
         return canvas_looks(self.loaded, index, split)
 
@@ -253,7 +252,7 @@ class Model:
         """The encoder's self-attention over `source`, in the view of a translation: one
         map per encoder layer and head, rows and columns both the source's subwords (its
         </s> last). A Transformer's; the recurrent encoders do not attend."""
-        from attnmt.inference.scoring import self_attention_weights  # torch
+        from attnmt.decoding.scoring import self_attention_weights  # torch
 
         (text,), _ = _lines(source, "source")
         text = " ".join(text.split())

@@ -30,17 +30,17 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from attnmt.config.sections import DataConfig
-from attnmt.data.alignments import load_gold, read_pharaoh, split_by_book, write_pharaoh
-from attnmt.data.files import read_parallel
-from attnmt.errors import UserError
-from attnmt.inference.aligners import eflomal_links
-from attnmt.inference.alignment import (
+from attnmt.alignment.aligners import eflomal_links
+from attnmt.alignment.links import (
     SYMMETRIZATIONS,
     alignment_scores,
     diagonal_alignment,
     symmetrize,
 )
+from attnmt.config.sections import DataConfig
+from attnmt.data.alignments import load_gold, read_pharaoh, split_by_book, write_pharaoh
+from attnmt.data.files import read_parallel
+from attnmt.errors import UserError
 
 GOLD_SPLITS = ("dev", "test")
 

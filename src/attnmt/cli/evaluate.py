@@ -30,6 +30,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from attnmt.alignment.links import SYMMETRIZATIONS
 from attnmt.cli.options import (
     add_decoding_arguments,
     add_explain_arguments,
@@ -38,14 +39,11 @@ from attnmt.cli.options import (
     load_decoding_run,
 )
 from attnmt.data.preparation import decoding_split
+from attnmt.decoding.attention_choice import run_attention
+from attnmt.decoding.translator import source_limit
 from attnmt.errors import UserError
+from attnmt.evaluation.splits import symmetrized_report
 from attnmt.explain import check_method
-from attnmt.inference import (
-    source_limit,
-    symmetrized_report,
-)
-from attnmt.inference.alignment import SYMMETRIZATIONS
-from attnmt.inference.attention_choice import run_attention
 from attnmt.report import evaluate_split, write_report
 
 

@@ -7,8 +7,8 @@
 
 ONNX (every text family: an encoder graph and a decoder-step graph, verified against
 PyTorch before they are written, decoded without torch by `attnmt translate EXPORT_DIR`)
-is `attnmt.inference.onnx_export`; CTranslate2 (Transformers only) is
-`attnmt.inference.export`. docs/export.md shows both. This module parses, calls one and
+is `attnmt.export.onnx`; CTranslate2 (Transformers only) is
+`attnmt.export.ctranslate2`. docs/export.md shows both. This module parses, calls one and
 prints where the model went.
 """
 
@@ -31,7 +31,7 @@ CT2_TYPES = (
     "float16",
     "bfloat16",
 )
-MAX_POSITIONS = 1024  # attnmt.inference.export.MAX_POSITIONS (a test keeps them equal)
+MAX_POSITIONS = 1024  # attnmt.export.ctranslate2.MAX_POSITIONS (a test keeps them equal)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,13 +88,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from attnmt.inference import load_run
+    from attnmt.decoding.runs import load_run
 
     if args.format == "onnx":
         return _onnx(args, load_run)
     if args.max_positions < 2:
         raise UserError(f"--max-positions must be at least 2, got {args.max_positions}")
-    from attnmt.inference.export import default_out, export_ctranslate2
+    from attnmt.export.ctranslate2 import default_out, export_ctranslate2
 
     quantization = args.quantize or "float32"
     loaded = load_run(args.run, device="cpu")
@@ -120,7 +120,7 @@ def _onnx(args: argparse.Namespace, load_run) -> int:
             "float32 (the default) or int8 (--quantize int8)"
         )
     quantize = None if args.quantize == "float32" else args.quantize
-    from attnmt.inference.onnx_export import default_out, export_onnx, read_written
+    from attnmt.export.onnx import default_out, export_onnx, read_written
 
     loaded = load_run(args.run, device="cpu")
     out = args.out if args.out is not None else default_out(loaded, quantize)

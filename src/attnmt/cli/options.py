@@ -1,7 +1,7 @@
 """Decoding options shared by `attnmt translate`, `evaluate` and `plot`: the flags (beam,
 length penalty, length limits, batch size, device, which Transformer attention aligns;
 int8 quantisation for `translate` and `evaluate`) and their checks, and loading the run
-they decode. The source-length limit itself is `attnmt.inference.source_limit`.
+they decode. The source-length limit itself is `attnmt.decoding.translator.source_limit`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from attnmt.config.checks import DECODER_QUANTIZATIONS as QUANTIZATIONS
 from attnmt.config.checks import DEVICES
 from attnmt.config.checks import ENSEMBLE_MODES as MODES
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
+from attnmt.decoding.loading import open_model
+from attnmt.decoding.translator import MAX_SOURCE_TOKENS
 from attnmt.errors import DataError, UserError
 from attnmt.explain.names import METHODS
-from attnmt.inference.loading import open_model
-from attnmt.inference.translator import MAX_SOURCE_TOKENS
 
 if TYPE_CHECKING:
-    from attnmt.inference.runs import LoadedRun
+    from attnmt.decoding.runs import LoadedRun
     from attnmt.runtime.runs import ExportRun
 
 

@@ -27,21 +27,17 @@ from attnmt.cli.options import (
 )
 from attnmt.config import IMAGE_CORPORA
 from attnmt.data.preparation import decoding_split
+from attnmt.decoding.attention_choice import choose_attention, labels
+from attnmt.decoding.attention_maps import draw_saved, write_attention
+from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.runs import load_run
+from attnmt.decoding.scoring import forced_weights
+from attnmt.decoding.translator import source_limit
 from attnmt.devices import pick_device
 from attnmt.errors import DataError, UserError
+from attnmt.evaluation.vision import glimpse_path, redraw_looks, split_canvases, write_looks
 from attnmt.explain import check_method, explain, scale_of
 from attnmt.explain.images import canvas_maps
-from attnmt.inference import (
-    choose_attention,
-    draw_saved,
-    forced_weights,
-    labels,
-    load_run,
-    source_limit,
-    translate_ids,
-    write_attention,
-)
-from attnmt.inference.vision import glimpse_path, redraw_looks, split_canvases, write_looks
 from attnmt.plotting import load_arrays
 
 FORMATS = ("png", "svg")

@@ -28,13 +28,13 @@ import json
 import time
 from pathlib import Path
 
+from attnmt.alignment.links import collapsed
 from attnmt.checkpoint import CheckpointManager
 from attnmt.cli import main as attnmt
 from attnmt.config import add_override_argument, load_config, to_dict
 from attnmt.data import prepare
 from attnmt.data.alignments import parse_pharaoh
 from attnmt.errors import DataError, UserError
-from attnmt.inference import collapsed
 from attnmt.report import training_summary
 from attnmt.training import train
 

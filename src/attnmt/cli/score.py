@@ -9,7 +9,7 @@ length-normalised score the search ranks by, log P(target, EOS | source), and ea
 subword's log-probability then the EOS's, space-separated); `--alignments pharaoh` adds the
 links read off the forced-decoding attention; `--alignments json` prints one JSON object
 per pair with the attention too. A pair whose two sides are empty gives an empty line. The
-scoring itself is `attnmt.inference.scoring` (docs/decoding.md, "Scoring translations").
+scoring itself is `attnmt.decoding.scoring` (docs/decoding.md, "Scoring translations").
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from attnmt.cli.options import (
 )
 from attnmt.config import IMAGE_MODELS
 from attnmt.data.files import STDIN, read_parallel, read_tsv
+from attnmt.decoding.attention_choice import run_attention
+from attnmt.decoding.records import flat_record, scored_record
+from attnmt.decoding.scoring import score_pairs
+from attnmt.decoding.translator import Sentence, source_limit
 from attnmt.errors import UserError
-from attnmt.inference import Sentence, source_limit
-from attnmt.inference.attention_choice import run_attention
-from attnmt.inference.records import flat_record, scored_record
-from attnmt.inference.scoring import score_pairs
 
 CHUNK_PAIRS = 512  # pairs scored together: output streams, and weights stay bounded
 

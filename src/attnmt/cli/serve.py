@@ -18,9 +18,9 @@ from pathlib import Path
 
 import uvicorn
 
+from attnmt.decoding.loading import open_model
 from attnmt.devices import DEVICES
 from attnmt.errors import UserError
-from attnmt.inference.loading import open_model
 from attnmt.runtime import is_export
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.app import API_KEY_ENV

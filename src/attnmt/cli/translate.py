@@ -3,7 +3,7 @@
 One output line per input line, in order, an empty line for an empty line: plain
 translations, Moses n-best lines, `translation<TAB>Pharaoh links`, or one JSON object per
 line; `--plot DIR` also draws each sentence's attention. The translating itself is
-`attnmt.inference.Translator`; this module reads lines and formats what it returns (see
+`attnmt.decoding.translator.Translator`; this module reads lines and formats what it returns (see
 `add_arguments` and docs/decoding.md for the flags and the formats).
 """
 
@@ -33,11 +33,11 @@ from attnmt.cli.options import (
 )
 from attnmt.data.alignments import format_pharaoh
 from attnmt.data.files import read_lines
+from attnmt.decoding.attention_choice import labels
+from attnmt.decoding.records import flat_record, search_record, sentence_record
+from attnmt.decoding.translator import Sentence, Translator
 from attnmt.errors import UserError
 from attnmt.explain.names import scale_of
-from attnmt.inference.attention_choice import labels
-from attnmt.inference.records import flat_record, search_record, sentence_record
-from attnmt.inference.translator import Sentence, Translator
 
 CHUNK_LINES = 256  # lines decoded together: output streams, and weights stay bounded
 
@@ -377,7 +377,7 @@ class _Session:
         return "\n".join(rows)
 
     def _plot(self, sentence: Sentence) -> None:
-        from attnmt.inference.attention_maps import write_attention  # matplotlib: on use
+        from attnmt.decoding.attention_maps import write_attention  # matplotlib: on use
 
         result = sentence.translation
         write_attention(

@@ -37,8 +37,8 @@ ATTENTIONAL_RNNS = tuple(KEY_WIDTHS)
 # The models that read images (pixel tokens, attnmt.data.images) and the corpora they read.
 IMAGE_MODELS = ("show-attend-tell", "show-tell", "glimpses")
 # Where a model runs (attnmt.devices picks it), how an ensemble mixes its members'
-# predictions (attnmt.inference.ensemble) and our decoder's quantisations
-# (attnmt.inference.quantize): named here, where the command line reads them without torch.
+# predictions (attnmt.decoding.ensemble) and our decoder's quantisations
+# (attnmt.decoding.quantize): named here, where the command line reads them without torch.
 DEVICES = ("auto", "cpu", "cuda", "mps")
 ENSEMBLE_MODES = ("log-linear", "linear")
 DECODER_QUANTIZATIONS = ("int8",)

@@ -1,6 +1,6 @@
 """Explanations of the image models, over the canvas: does each method put its mass on
 the digit being read? The same measure as the attention's today
-(`attnmt.inference.vision.localisation`): with the model reading the reference, per digit,
+(`attnmt.evaluation.vision.localisation`): with the model reading the reference, per digit,
 the share of the map inside that digit's box, and whether its peak is inside.
 
 Attributions are signed: their maps are the magnitudes, each row scaled to sum to 1, so
@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from attnmt.decoding.attention_choice import AttentionChoice
+from attnmt.evaluation.vision import box_mass, pixel_map, split_canvases
 from attnmt.explain.methods import explain
 from attnmt.explain.names import SIGNED
-from attnmt.inference.attention_choice import AttentionChoice
-from attnmt.inference.vision import box_mass, pixel_map, split_canvases
 
 
 def canvas_maps(matrix: np.ndarray, height: int, width: int) -> np.ndarray:

@@ -36,12 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from attnmt.data.grammar import substitutions
-from attnmt.data.vocab import UNK
-from attnmt.explain.images import image_markdown
-from attnmt.explain.methods import explain
-from attnmt.explain.names import SIGNED
-from attnmt.inference.alignment import (
+from attnmt.alignment.links import (
     SideWords,
     alignment_scores,
     diagonal_alignment,
@@ -49,10 +44,15 @@ from attnmt.inference.alignment import (
     source_words,
     word_view,
 )
-from attnmt.inference.attention_choice import AttentionChoice
-from attnmt.inference.decode_ids import translate_ids
-from attnmt.inference.evaluation import gold_pairs
-from attnmt.inference.scoring import forced_decode
+from attnmt.data.grammar import substitutions
+from attnmt.data.vocab import UNK
+from attnmt.decoding.attention_choice import AttentionChoice
+from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.scoring import forced_decode
+from attnmt.evaluation.splits import gold_pairs
+from attnmt.explain.images import image_markdown
+from attnmt.explain.methods import explain
+from attnmt.explain.names import SIGNED
 
 FRACTIONS = tuple(round(0.1 * k, 1) for k in range(11))  # of the source words, 0..1
 ERASER_FRACTIONS = (0.1, 0.2, 0.5)

@@ -8,7 +8,7 @@ source EOS; images: × pixels or grid cells), read while the model reads a given
 
 Methods (`METHODS`; docs/explain.md has the equations):
 
-- `attention`: the chosen attention matrix (`attnmt.inference.attention_choice.select`).
+- `attention`: the chosen attention matrix (`attnmt.decoding.attention_choice.select`).
 - `attention-norm`: attention × the norm of what it mixes (Kobayashi et al. 2020,
   "Attention is Not Only a Weight"): ‖α_ts f(h_s)‖. RNN decoders mix the annotations h_s
   themselves (f = identity); a Transformer head mixes f^h(m_s) = (m_s W_V^h + b_V^h) W_O^h,
@@ -42,6 +42,8 @@ from attnmt.config import IMAGE_MODELS
 from attnmt.data.batching import pad_batch
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import EOS, UNK
+from attnmt.decoding.attention_choice import AttentionChoice, select
+from attnmt.decoding.scoring import forced_decode
 from attnmt.errors import UserError
 from attnmt.explain.gradients import gradient_times_input, input_site, integrated_gradients
 from attnmt.explain.names import (
@@ -50,12 +52,10 @@ from attnmt.explain.names import (
     METHODS,
     scale_of,
 )
-from attnmt.inference.attention_choice import AttentionChoice, select
-from attnmt.inference.scoring import forced_decode
 from attnmt.models.vision import FIRST_LEVEL_ID, cell_boxes
 
 if TYPE_CHECKING:
-    from attnmt.inference.translator import Sentence, Translator
+    from attnmt.decoding.translator import Sentence, Translator
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """Decoding an ONNX export without torch: onnxruntime runs the graphs, numpy holds the
-arrays, sentencepiece tokenises, and the search is attnmt's own (`attnmt.inference.search`
+arrays, sentencepiece tokenises, and the search is attnmt's own (`attnmt.decoding.search`
 over numpy arrays). Importing it never imports torch.
 
     from attnmt.runtime import load_export
-    from attnmt.inference.translator import Translator
+    from attnmt.decoding.translator import Translator
     export = load_export("runs/quickstart/onnx")         # attnmt export RUN --format onnx
     (sentence,) = Translator(export, beam=5).translate(["In the beginning was the Word."])
 

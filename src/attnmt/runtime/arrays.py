@@ -1,5 +1,5 @@
-"""numpy's spelling of `attnmt.inference.array_ops.ArrayOps`: the searches of
-`attnmt.inference.search` over the arrays an ONNX export's graphs give."""
+"""numpy's spelling of `attnmt.decoding.array_ops.ArrayOps`: the searches of
+`attnmt.decoding.search` over the arrays an ONNX export's graphs give."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """An exported model decoded without torch: its encoder and decoder-step graphs run by
 onnxruntime, behind the same interface as every model of `attnmt.models`, so the same
-search (`attnmt.inference.search`) drives both:
+search (`attnmt.decoding.search`) drives both:
 
     model = OnnxModel.load("exports/rnnsearch-onnx")
     memory = model.encode(src, src_mask)             # numpy arrays in, `Fields` out
@@ -9,7 +9,7 @@ search (`attnmt.inference.search`) drives both:
     memory.select(rows); state.select(rows)          # beam reorder / expand
 
 What the graphs take and give is in the export's `attnmt.json` (`layout`, written by
-`attnmt.inference.onnx_export`). Importing this module never imports torch.
+`attnmt.export.onnx`). Importing this module never imports torch.
 
 Shapes legend: B batch, S source length, V target vocabulary.
 """
@@ -100,7 +100,7 @@ class OnnxModel:
         import onnxruntime as ort
 
         # The search's tensor operations: numpy's (and onnxruntime's top-k) here, torch's for
-        # our models (attnmt.inference.array_ops).
+        # our models (attnmt.decoding.array_ops).
         self.array_ops = OnnxRuntimeOps(threads)
         self.directory = Path(directory)
         self.info = info = read_info(directory)

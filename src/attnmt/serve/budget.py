@@ -7,7 +7,7 @@ Two counts, each with its limit in `Settings` (the `--max-search-steps` and
 
 - **search steps**: hypotheses × decoder steps at most, beam × Σ over lines of the longest
   output the search allows (2 × (S + 1) + 5 tokens for a source of S subwords, as
-  `attnmt.inference.hypotheses.max_lengths`; the model's `max_output_tokens` where it has one,
+  `attnmt.decoding.hypotheses.max_lengths`; the model's `max_output_tokens` where it has one,
   an image reader's 16). Translations and readings only; scoring searches nothing.
 - **explanation passes**: sequences the explanation runs through the model: for the
   gradient methods a gradient per target token and integration step (the answer's

@@ -1,6 +1,6 @@
 """A served run: what it is (`ModelInfo`) and how its lines become `LineResult`s.
 
-The decoding is the library's `Translator` (attnmt.inference), the one `attnmt translate`
+The decoding is the library's `Translator` (attnmt.decoding.translator), the one `attnmt translate`
 uses; this module only checks each line, picks the attention maps a client asked for and
 shapes the answer. A bad line is answered on its own (`error`), never failing the others.
 A run that reads images gets its lines as image texts and answers `ImageResult`s
@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnmt.config import IMAGE_MODELS
+from attnmt.decoding.attention_choice import labels
+from attnmt.decoding.records import scored_record, sentence_record
+from attnmt.decoding.runs import LoadedRun
+from attnmt.decoding.scoring import score_pairs
+from attnmt.decoding.translator import Sentence, Translator
 from attnmt.errors import UserError
 from attnmt.explain import METHODS, check_method, explain, explain_translations
-from attnmt.inference import LoadedRun, Sentence, Translator
-from attnmt.inference.attention_choice import labels
-from attnmt.inference.records import scored_record, sentence_record
-from attnmt.inference.scoring import score_pairs
 from attnmt.models.vision import cell_boxes
 from attnmt.serve.budget import LineSize, refusal
 from attnmt.serve.images import ImageRun
@@ -255,7 +256,7 @@ class RunDecoder:
         return results
 
     def score(self, pairs: Sequence[tuple[str, str]], options: Options) -> list[ScoreResult]:
-        """Forced decoding of (source, target) pairs (`attnmt.inference.scoring`): the same
+        """Forced decoding of (source, target) pairs (`attnmt.decoding.scoring`): the same
         numbers and maps as a translation, of the target given."""
         translator = self._translator(1)
         vocab, limit = translator.vocab, translator.limit
@@ -301,7 +302,7 @@ class RunDecoder:
     def _result(
         self, translator: Translator, sentence: Sentence, options: Options, *, line: int
     ) -> LineResult:
-        """A decoded line's answer: its record (`attnmt.inference.records`) as served."""
+        """A decoded line's answer: its record (`attnmt.decoding.records`) as served."""
         record = sentence_record(
             sentence, translator.vocab, self.default, search=options.search, **_shown(options)
         )

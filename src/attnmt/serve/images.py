@@ -5,7 +5,7 @@ An image reaches the model as the pipeline's "sentence" of pixel tokens
 (`attnmt.data.images.canvas_text`), so text and images share the `Translator`, the worker
 queue and its batches; only the answer differs. Show-Attend-Tell attends over grid cells
 (each 4x4 pixels) and the glimpse model over pixels: both become maps over the pixels
-(`attnmt.inference.vision.pixel_map`), so a client draws every model's attention alike.
+(`attnmt.evaluation.vision.pixel_map`), so a client draws every model's attention alike.
 An explanation method (`explain`) replaces the attention the same way: occlusion and
 Show-Attend-Tell's attention methods give a value per grid cell, the gradient methods (and
 the glimpses' attention) one per pixel.
@@ -26,11 +26,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from attnmt.data.images import Canvas, CanvasVocab
+from attnmt.decoding.attention_choice import AttentionChoice, labels
+from attnmt.decoding.records import SCORE_DIGITS, explanation_record, rounded_matrix
+from attnmt.decoding.runs import LoadedRun
+from attnmt.decoding.translator import Sentence, Translator
+from attnmt.evaluation.vision import glimpse_path, pixel_map, split_canvases
 from attnmt.explain import explain
-from attnmt.inference import LoadedRun, Sentence, Translator
-from attnmt.inference.attention_choice import AttentionChoice, labels
-from attnmt.inference.records import SCORE_DIGITS, explanation_record, rounded_matrix
-from attnmt.inference.vision import glimpse_path, pixel_map, split_canvases
 from attnmt.models.vision import DOWNSAMPLE, MAX_SYMBOLS, grid_size
 from attnmt.serve.info_schemas import ImageInfo
 from attnmt.serve.schemas import MAX_LEVEL, ExplanationInfo, ImageExample, ImageResult

@@ -9,7 +9,7 @@ module does not name is refused with 422, saying which field. Indices are 0-base
 A run reads text (`TranslateRequest`) or images (`ReadRequest`: the digit tasks of
 `attnmt.data.images`, an image a list of rows of grey levels 0..16); `ModelInfo.input`
 says which. A line's answer (`LineResult`, `ScoreResult`) and the models in it are the
-sentence record of `attnmt.inference.records` field for field (tests/test_records.py),
+sentence record of `attnmt.decoding.records` field for field (tests/test_records.py),
 with descriptions for the OpenAPI schema.
 """
 
@@ -224,7 +224,7 @@ class ExplanationInfo(BaseModel):
 
 
 class LineResult(BaseModel):
-    """What became of one input line: its record (`attnmt.inference.records`), or the
+    """What became of one input line: its record (`attnmt.decoding.records`), or the
     `error` that kept it from being decoded."""
 
     line: int = Field(description="1-based position of the line in the request")

@@ -1,6 +1,6 @@
 """The typed answers about a search (`POST /api/translate` with "search", "prefix" or
 "alternatives", and the stream's final answer): its nodes, the forced prefix, the
-alternatives after it. They are the records of `attnmt.inference.records` (`SearchNode`,
+alternatives after it. They are the records of `attnmt.decoding.records` (`SearchNode`,
 `SearchRecord`, `PrefixRecord`, `AlternativeRecord`) field for field, checked by
 tests/test_records.py; docs/decoding.md describes the fields."""
 

@@ -32,8 +32,8 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
+from attnmt.decoding.records import node_record
 from attnmt.errors import UserError
-from attnmt.inference.records import node_record
 
 _END = object()  # put when the job's future settles: no event comes after it
 POLL_SECONDS = 0.25  # how often a quiet stream checks whether its client is still there
@@ -154,7 +154,7 @@ def stream_responses(responses: dict[int, dict[str, Any]]) -> dict[int, dict[str
 
 
 def step_event(translator, nodes) -> dict[str, Any]:
-    """A streamed step: the nodes the search made (`attnmt.inference.search.Node`) as
+    """A streamed step: the nodes the search made (`attnmt.decoding.search.Node`) as
     JSON-ready data, the same as the final answer's `search.nodes` but for `best` and
     `rank`, which only the end of the search knows."""
     records = [node_record(n, translator.vocab.tgt, translator.choice) for n in nodes]

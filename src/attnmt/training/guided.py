@@ -28,10 +28,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnmt.alignment.links import source_words
 from attnmt.data.alignments import Link, read_pharaoh
 from attnmt.data.types import Example
 from attnmt.errors import DataError
-from attnmt.inference.alignment import source_words
 
 IDS = "ids.txt"  # beside the links: one sentence id per line, as `attnmt align` writes
 

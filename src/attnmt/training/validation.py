@@ -13,8 +13,8 @@ import torch
 from attnmt.config import Config
 from attnmt.data import eval_batches
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
-from attnmt.inference.decode_ids import translate_ids
-from attnmt.inference.translator import source_limit
+from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.translator import source_limit
 from attnmt.metrics import bleu_tokenizer, corpus_scores
 from attnmt.training.losses import vocab_cross_entropy
 

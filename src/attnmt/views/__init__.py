@@ -2,7 +2,7 @@
 
 `html` builds one self-contained HTML string per output (`heatmap.js` and `heatmap.css`
 inline, the picture drawn before any script runs) from the sentence records the library
-builds (`attnmt.inference.records`); `results` holds the objects `attnmt.load(...)` and
+builds (`attnmt.decoding.records`); `results` holds the objects `attnmt.load(...)` and
 friends return (`Translated`, `Translations`, `Comparison`, ...).
 """
 

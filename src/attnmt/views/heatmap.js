@@ -7,7 +7,7 @@
 //   view.show(record);                                  // a translation as the API gives it
 //
 // `record` is a line of POST /api/translate with "weights": true, the sentence record
-// defined once in src/attnmt/inference/records.py (SentenceRecord): source_words,
+// defined once in src/attnmt/decoding/records.py (SentenceRecord): source_words,
 // target_words, source_pieces, target_pieces, attention (a list of maps {name, method,
 // scale, layer, head, word, subword, alignment}: AttentionMap), default_attention and
 // explanation ({method, scale, ...}). Plain DOM, no library, no network; text is always

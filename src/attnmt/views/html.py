@@ -12,7 +12,7 @@ Nothing is fetched: no CDN, no require.js, no server, no kernel extension. The i
 unique per output, so any number of outputs share a page without touching each other.
 
 The records are those of the server's `POST /api/translate` with `"weights": true`
-(`attnmt.inference.records.SentenceRecord`, built there): source/target words and pieces,
+(`attnmt.decoding.records.SentenceRecord`, built there): source/target words and pieces,
 `attention` (a list of maps {name, method, scale, layer, head, word, subword, alignment}),
 `default_attention`.
 """

@@ -11,7 +11,7 @@
 // `search` is {beam, alpha, source_pieces, nodes, nbest}; a node is {id, parent, depth,
 // token, piece, status (root, forced, kept, pruned, finished, ended), log_prob,
 // cum_log_prob, score, best, rank, rejected: [[piece, log_prob]...], attention}: the
-// SearchRecord and SearchNode defined once in src/attnmt/inference/records.py
+// SearchRecord and SearchNode defined once in src/attnmt/decoding/records.py
 // (tests/test_records.py keeps this list equal to them).
 // onContinue(node, path) gets the nodes from depth 1 to `node`; onSelect(node) the node
 // clicked (null when let go). Plain DOM and SVG, no library, no network; text is always

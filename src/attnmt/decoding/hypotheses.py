@@ -1,7 +1,7 @@
 """What a search starts from and what it returns: `Hypothesis` (an output with its score
 and weights), GNMT's length penalty, the output length limits, and `Start`, the decoder
 positioned after a forced prefix (`begin` reads the prefix once per sentence, before any
-beam or alternative is made from it). `attnmt.inference.search` runs the searches.
+beam or alternative is made from it). `attnmt.decoding.search` runs the searches.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnmt.cancel import checkpoint
 from attnmt.data.vocab import BOS, EOS
-from attnmt.inference.array_ops import ArrayOps, array_ops, without_grad
+from attnmt.decoding.array_ops import ArrayOps, array_ops, without_grad
 
 if TYPE_CHECKING:  # torch tensors or numpy arrays (an export decoded by attnmt.runtime)
     from torch import Tensor
@@ -162,7 +162,7 @@ def score_by_steps(
     need_weights: bool = False,
 ) -> list[Scored]:
     """Forced decoding one pair at a time through the step interface: `begin` reads the
-    target as a prefix, one more step reads its EOS. What `attnmt.inference.scoring`'s
+    target as a prefix, one more step reads its EOS. What `attnmt.decoding.scoring`'s
     teacher forcing gives, for a model with steps only (an ONNX export).
 
     Shapes:

@@ -26,7 +26,7 @@ from attnmt.runtime.model import is_export
 from attnmt.runtime.runs import ExportRun, load_export
 
 if TYPE_CHECKING:
-    from attnmt.inference.runs import LoadedRun
+    from attnmt.decoding.runs import LoadedRun
 
 # How the options are named in errors: keyword arguments unless the caller says otherwise.
 KEYWORDS = {"device": "device", "quantize": "quantize", "ensemble": "a list of runs"}
@@ -57,9 +57,9 @@ def open_model(
     if is_export(chosen[0]):
         return _export(chosen, device, quantize, names)
     # Runs need torch: imported here, so that an export's user need not have it.
+    from attnmt.decoding.ensemble import load_ensemble
+    from attnmt.decoding.quantize import quantize_model
     from attnmt.devices import pick_device
-    from attnmt.inference.ensemble import load_ensemble
-    from attnmt.inference.quantize import quantize_model
 
     if quantize and device == "auto":
         device = "cpu"  # int8 runs on the CPU kernels

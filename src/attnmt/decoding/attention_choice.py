@@ -2,7 +2,7 @@
 head or mean of heads, an ensemble's mean; the step offset that aligns words), the matrix
 it picks from a hypothesis's weights, and the labels of each side. Torch-free: the
 runtime of an ONNX export uses them as our decoder does (the plot files are drawn by
-`attnmt.inference.attention_maps`).
+`attnmt.decoding.attention_maps`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnmt.alignment.links import shift_rows
 from attnmt.arrays import to_numpy
 from attnmt.data.vocab import EOS
 from attnmt.errors import UserError
-from attnmt.inference.alignment import shift_rows
 
 if TYPE_CHECKING:
     from torch import Tensor

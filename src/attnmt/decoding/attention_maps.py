@@ -1,8 +1,8 @@
 """From the weights a decoder returns to what a user sees: the plot files.
 
 Shared by `attnmt translate`, `evaluate` and `plot` (which matrix counts is in
-`attnmt.inference.attention_choice`, the attention while reading a reference in
-`attnmt.inference.scoring`, words and links in `attnmt.inference.alignment`):
+`attnmt.decoding.attention_choice`, the attention while reading a reference in
+`attnmt.decoding.scoring`, words and links in `attnmt.alignment.links`):
 
     choice = choose_attention(cfg.model, layer=None, head=None)  # which matrix counts
     matrix = select(hypothesis.weights, choice)                   # (T, S)
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnmt.arrays import to_numpy
+from attnmt.decoding.attention_choice import AttentionChoice, select, transformer_choice
 from attnmt.errors import UserError
-from attnmt.inference.attention_choice import AttentionChoice, select, transformer_choice
 from attnmt.plotting import heatmap, heatmap_grid, load_arrays, save_arrays
 
 if TYPE_CHECKING:

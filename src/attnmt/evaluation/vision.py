@@ -28,9 +28,9 @@ from attnmt.data import images
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.preparation import decoding_split
 from attnmt.data.vocab import EOS
+from attnmt.decoding.scoring import forced_weights
+from attnmt.decoding.translator import Translator
 from attnmt.errors import DataError
-from attnmt.inference.scoring import forced_weights
-from attnmt.inference.translator import Translator
 from attnmt.models.vision import DOWNSAMPLE, grid_size
 from attnmt.plotting import load_arrays, save_arrays
 

@@ -22,8 +22,8 @@ from attnmt.cancel import checkpoint
 from attnmt.data.batching import pad_batch
 from attnmt.data.buckets import DECODE_BATCH_TOKENS, batches_by_length
 from attnmt.data.vocab import BOS, EOS
+from attnmt.decoding.hypotheses import Scored, length_penalty, score_by_steps
 from attnmt.errors import UserError
-from attnmt.inference.hypotheses import Scored, length_penalty, score_by_steps
 
 
 @torch.no_grad()

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from attnmt.data.buckets import DECODE_BATCH_TOKENS, batches_by_length
 from attnmt.data.vocab import EOS
-from attnmt.inference.array_ops import model_ops
-from attnmt.inference.hypotheses import Hypothesis
-from attnmt.inference.search import beam_search, greedy
-from attnmt.inference.search_tree import SearchTree, StepHook
+from attnmt.decoding.array_ops import model_ops
+from attnmt.decoding.hypotheses import Hypothesis
+from attnmt.decoding.search import beam_search, greedy
+from attnmt.decoding.search_tree import SearchTree, StepHook
 
 if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtime)
     from torch import Tensor

@@ -22,9 +22,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from attnmt.arrays import to_numpy
-from attnmt.data.alignments import format_pharaoh
-from attnmt.inference.alignment import (
+from attnmt.alignment.links import (
     SideWords,
     WordView,
     shift_rows,
@@ -32,13 +30,15 @@ from attnmt.inference.alignment import (
     target_words,
     word_view,
 )
-from attnmt.inference.attention_choice import AttentionChoice, every_choice, labels, select
-from attnmt.inference.decode_ids import Translation
+from attnmt.arrays import to_numpy
+from attnmt.data.alignments import format_pharaoh
+from attnmt.decoding.attention_choice import AttentionChoice, every_choice, labels, select
+from attnmt.decoding.decode_ids import Translation
 
 if TYPE_CHECKING:
+    from attnmt.decoding.search_tree import Node
+    from attnmt.decoding.translator import Alternative, Sentence
     from attnmt.explain.methods import Explanation
-    from attnmt.inference.search_tree import Node
-    from attnmt.inference.translator import Alternative, Sentence
 
 SCORE_DIGITS = 6  # decimals of scores and log-probabilities
 WEIGHT_DIGITS = 5  # ... of weights, and of an explanation's completeness error
@@ -127,7 +127,7 @@ class SearchNode(TypedDict):
 
 
 class SearchRecord(TypedDict):
-    """A sentence's recorded search (`attnmt.inference.search_tree`)."""
+    """A sentence's recorded search (`attnmt.decoding.search_tree`)."""
 
     beam: int
     alpha: float
@@ -266,7 +266,7 @@ def scored_record(
     choice: AttentionChoice,
     **options: Any,
 ) -> SentenceRecord:
-    """The record of a scored pair (`scored`, from `attnmt.inference.scoring.score_pairs`):
+    """The record of a scored pair (`scored`, from `attnmt.decoding.scoring.score_pairs`):
     `sentence_record`'s (`options`) of `target` as the translation of `sentence`, with
     `target` and each target subword's log-probability (`token_log_probs`, </s> last). An
     explanation of the sentence replaces its weights."""

@@ -1,7 +1,7 @@
 """The search recorded as a tree: every candidate beam search weighed at every step, with
 its parent, token, scores, fate (`status`), the next tokens it produced that went nowhere
 and the attention row that produced it. `Recorder` builds one `SearchTree` per sentence
-while `attnmt.inference.search.beam_search` runs, and reports each step's nodes as they
+while `attnmt.decoding.search.beam_search` runs, and reports each step's nodes as they
 are made (`StepHook`, what the server streams).
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attnmt.data.vocab import BOS
-from attnmt.inference.hypotheses import Hypothesis, Start, length_penalty
+from attnmt.decoding.hypotheses import Hypothesis, Start, length_penalty
 
 if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtime)
     from torch import Tensor

@@ -18,13 +18,7 @@ from typing import Any
 
 import torch
 
-from attnmt.data.alignments import load_gold
-from attnmt.data.buckets import DECODE_BATCH_TOKENS
-from attnmt.data.grammar import crossings
-from attnmt.data.grammar_corpus import gold_pair
-from attnmt.data.synthetic import TASKS
-from attnmt.data.types import Example
-from attnmt.inference.alignment import (
+from attnmt.alignment.links import (
     SYMMETRIZATIONS,
     SideWords,
     alignment_scores,
@@ -33,10 +27,16 @@ from attnmt.inference.alignment import (
     symmetrize,
     word_view,
 )
-from attnmt.inference.attention_choice import AttentionChoice, aligning, choose_attention
-from attnmt.inference.decode_ids import translate_ids
-from attnmt.inference.runs import LoadedRun
-from attnmt.inference.scoring import forced_weights
+from attnmt.data.alignments import load_gold
+from attnmt.data.buckets import DECODE_BATCH_TOKENS
+from attnmt.data.grammar import crossings
+from attnmt.data.grammar_corpus import gold_pair
+from attnmt.data.synthetic import TASKS
+from attnmt.data.types import Example
+from attnmt.decoding.attention_choice import AttentionChoice, aligning, choose_attention
+from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.runs import LoadedRun
+from attnmt.decoding.scoring import forced_weights
 from attnmt.metrics import bleu_by_length, bleu_tokenizer, corpus_scores, tokenizer_note
 from attnmt.progress import progress_bar
 

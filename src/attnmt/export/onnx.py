@@ -1,5 +1,5 @@
 """Exporting a trained text run to ONNX: an encoder graph and a decoder-step graph of flat,
-named tensors (`attnmt.inference.onnx_graphs`), verified against PyTorch before anything
+named tensors (`attnmt.export.onnx_graphs`), verified against PyTorch before anything
 is written, decoded without torch by `attnmt.runtime`.
 
     loaded = load_run("runs/quickstart")
@@ -48,9 +48,10 @@ from attnmt.config import ModelConfig, to_dict
 from attnmt.config.checks import IMAGE_MODELS
 from attnmt.data.batching import pad
 from attnmt.data.vocab import BOS, EOS
+from attnmt.decoding.runs import LoadedRun
 from attnmt.errors import UserError
-from attnmt.inference.export_dir import building, provenance, vocab_info
-from attnmt.inference.onnx_graphs import (
+from attnmt.export.directory import building, provenance, vocab_info
+from attnmt.export.onnx_graphs import (
     BATCH,
     SRC_LEN,
     STATE_BATCH,
@@ -61,7 +62,6 @@ from attnmt.inference.onnx_graphs import (
     flat_layout,
     step_inputs,
 )
-from attnmt.inference.runs import LoadedRun
 from attnmt.models import build_model
 from attnmt.runtime.model import INFO_FILE, OnnxModel
 
@@ -173,7 +173,7 @@ def export_graphs(model: torch.nn.Module, cfg: Any, vocab_sizes: tuple[int, int]
     save_file(state, str(out / "job.safetensors"))
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "attnmt.inference.onnx_export", str(out / "job.json")],
+            [sys.executable, "-m", "attnmt.export.onnx", str(out / "job.json")],
             capture_output=True,
             text=True,
             check=False,

@@ -1,5 +1,5 @@
 """The tensor operations the searches use, behind one small interface, so that the same
-search code (`attnmt.inference.search`, `hypotheses`, `search_tree`) decodes with torch
+search code (`attnmt.decoding.search`, `hypotheses`, `search_tree`) decodes with torch
 tensors (our models) and with numpy arrays (`attnmt.runtime`, an ONNX export without
 torch). Only what the two libraries spell differently goes through it; indexing,
 arithmetic, comparisons, `.shape`, `.reshape`, `.sum(axis)`, `.clip` and `.tolist()` are
@@ -53,7 +53,7 @@ def array_ops(model: Any, like: Any) -> ArrayOps:
     ops = getattr(model, "array_ops", None)
     if ops is not None:
         return ops
-    from attnmt.inference.torch_ops import torch_ops
+    from attnmt.decoding.torch_ops import torch_ops
 
     return torch_ops(like.device)
 
@@ -64,7 +64,7 @@ def model_ops(model: Any) -> ArrayOps:
     ops = getattr(model, "array_ops", None)
     if ops is not None:
         return ops
-    from attnmt.inference.torch_ops import torch_ops
+    from attnmt.decoding.torch_ops import torch_ops
 
     return torch_ops(next(model.parameters()).device)
 

@@ -30,9 +30,9 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.config.checks import ENSEMBLE_MODES
+from attnmt.decoding.attention_choice import AttentionChoice, choose_attention
+from attnmt.decoding.runs import LoadedRun, load_run
 from attnmt.errors import UserError
-from attnmt.inference.attention_choice import AttentionChoice, choose_attention
-from attnmt.inference.runs import LoadedRun, load_run
 from attnmt.models.base import ModelOutput
 
 MODES = ENSEMBLE_MODES

@@ -1,4 +1,4 @@
-"""torch's spelling of `attnmt.inference.array_ops.ArrayOps`, for one device."""
+"""torch's spelling of `attnmt.decoding.array_ops.ArrayOps`, for one device."""
 
 from __future__ import annotations
 

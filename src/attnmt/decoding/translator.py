@@ -1,15 +1,15 @@
 """Translating sentences with a trained model: text in, translations with their attention
 weights and word alignments out.
 
-    loaded = load_run("runs/quickstart")                 # attnmt.inference.runs
+    loaded = load_run("runs/quickstart")                 # attnmt.decoding.runs
     translator = Translator(loaded, beam=5, need_weights=True)
     (sentence,) = translator.translate(["In the beginning was the Word."])
     sentence.translation.text, translator.words(sentence).links
 
-`translate_ids` (attnmt.inference.decode_ids) is the engine under it. Sources longer than
+`translate_ids` (attnmt.decoding.decode_ids) is the engine under it. Sources longer than
 `source_limit` subwords are cut there (and reported), so one very long
 line cannot exhaust memory: decoding time and memory grow with S x T. What became of a
-sentence, as every face shows it, is `attnmt.inference.records.sentence_record`.
+sentence, as every face shows it, is `attnmt.decoding.records.sentence_record`.
 """
 
 from __future__ import annotations
@@ -18,22 +18,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from attnmt.alignment.links import WordView, source_words, target_words, word_view
 from attnmt.config import IMAGE_MODELS
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import BOS, EOS, PAD
+from attnmt.decoding.array_ops import model_ops
+from attnmt.decoding.attention_choice import aligning, run_attention
+from attnmt.decoding.decode_ids import Translation, translate_ids
+from attnmt.decoding.hypotheses import Hypothesis
+from attnmt.decoding.search import alternatives
+from attnmt.decoding.search_tree import StepHook
 from attnmt.errors import UserError
-from attnmt.inference.alignment import WordView, source_words, target_words, word_view
-from attnmt.inference.array_ops import model_ops
-from attnmt.inference.attention_choice import aligning, run_attention
-from attnmt.inference.decode_ids import Translation, translate_ids
-from attnmt.inference.hypotheses import Hypothesis
-from attnmt.inference.search import alternatives
-from attnmt.inference.search_tree import StepHook
 
 NOT_WORDS = (PAD, BOS, EOS)  # ids a prefix cannot force
 
 if TYPE_CHECKING:
-    from attnmt.inference.runs import LoadedRun
+    from attnmt.decoding.runs import LoadedRun
     from attnmt.runtime.runs import ExportRun
 
 
@@ -223,7 +223,7 @@ class Translator:
         """The `count` most likely next subwords after the sentence's prefix (none: at the
         start), each completed by this translator's search (its beam), scored whole; the
         answer is also kept as `sentence.alternatives`. CTranslate2's `return_alternatives`
-        and `min_alternative_expansion_prob` (`attnmt.inference.search.alternatives`)."""
+        and `min_alternative_expansion_prob` (`attnmt.decoding.search.alternatives`)."""
         if not sentence.source:
             sentence.alternatives = []
             return []

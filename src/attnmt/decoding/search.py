@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 from attnmt.cancel import checkpoint
 from attnmt.data.vocab import BOS, EOS, PAD
-from attnmt.inference.array_ops import array_ops, without_grad
-from attnmt.inference.hypotheses import Hypothesis, Start, begin, length_penalty, output_limits
-from attnmt.inference.search_tree import FINISHED, KEPT, PRUNED, Recorder, SearchTree, StepHook
+from attnmt.decoding.array_ops import array_ops, without_grad
+from attnmt.decoding.hypotheses import Hypothesis, Start, begin, length_penalty, output_limits
+from attnmt.decoding.search_tree import FINISHED, KEPT, PRUNED, Recorder, SearchTree, StepHook
 
 if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtime)
     from torch import Tensor

@@ -40,9 +40,9 @@ from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 from attnmt.data.images import CanvasVocab
 from attnmt.data.synthetic import SymbolVocab
 from attnmt.data.vocab import BOS, EOS, PAD, UNK
+from attnmt.decoding.runs import LoadedRun
 from attnmt.errors import UserError
-from attnmt.inference.export_dir import building, provenance, vocab_info
-from attnmt.inference.runs import LoadedRun
+from attnmt.export.directory import building, provenance, vocab_info
 from attnmt.models.transformer import Transformer, sinusoidal_positions
 
 FORMATS = ("ctranslate2",)

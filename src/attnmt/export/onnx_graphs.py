@@ -1,5 +1,5 @@
 """A model's encoder and decoder step as modules of flat, named tensors: what an ONNX
-graph can take and give (`attnmt.inference.onnx_export` exports them; `attnmt.runtime`
+graph can take and give (`attnmt.export.onnx` exports them; `attnmt.runtime`
 runs them without torch).
 
     encoder:  src, src_mask                     -> memory fields..., initial state fields...
