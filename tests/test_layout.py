@@ -9,6 +9,7 @@ only those under `if TYPE_CHECKING:` (names for type checkers, never run) are le
 from __future__ import annotations
 
 import ast
+import importlib
 import tomllib
 from itertools import pairwise
 from pathlib import Path
@@ -38,9 +39,6 @@ LAZY_IMPORTS = {
     ("attnmt.data.images", "matplotlib.patches"),
     # eflomal is optional (it builds from source): its absence is explained when it is used.
     ("attnmt.alignment.aligners", "eflomal"),
-    # `import attnmt` stays light (no torch) for the commands and runtimes without it; the
-    # Python API (attnmt.load, train, ...) loads on first use.
-    ("attnmt", "attnmt.api"),
     # The notebook widget bar, only inside a Jupyter kernel with ipywidgets installed.
     ("attnmt.progress", "tqdm.notebook"),
     # An ONNX export decodes without torch (attnmt.runtime; runtime-requirements.txt):
@@ -246,6 +244,53 @@ def test_the_packages_import_one_another_without_circle():
 def test_imports_are_at_the_top_except_where_laziness_is_the_point():
     nested = {(name, imported) for name, path in MODULES.items() for imported in imports(path)[1]}
     assert nested <= LAZY_IMPORTS, sorted(nested - LAZY_IMPORTS)
+
+
+# Packages whose names load on first use (attnmt.lazy): `import attnmt` stays light (no
+# torch), `attnmt.data` prepares without torch. importlib loads them, which the graph above
+# does not see; the root package is left out of it anyway (`package_of`).
+LAZY_PACKAGES = sorted(
+    name
+    for name, path in MODULES.items()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body
+    if isinstance(node, ast.Assign) and "lazy_names(" in ast.unparse(node.value)
+)
+
+
+def type_checking_imports(path: Path) -> set[tuple[str, str]]:
+    """(module, name) of each `from module import name` under `if TYPE_CHECKING:`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    blocks = [node for node in tree.body if _type_checking(node)]
+    return {
+        (node.module, alias.name)
+        for block in blocks
+        for node in ast.walk(block)
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+
+
+def test_the_lazy_packages_are_found():
+    assert {"attnmt", "attnmt.api", "attnmt.data", "attnmt.explain"} <= set(LAZY_PACKAGES)
+
+
+@pytest.mark.parametrize("name", LAZY_PACKAGES)
+def test_a_lazy_package_keeps_one_list_of_its_names(name):
+    """`_EXPORTS` (name -> module) is the one list: `__all__` and `dir()` come from it, the
+    imports type checkers and editors see are its names from its modules, and each name is
+    what its module defines."""
+    package = importlib.import_module(name)
+    exports = package._EXPORTS
+    expected = {(f"{name}.{module}", export) for export, module in exports.items()}
+    assert type_checking_imports(MODULES[name]) == expected
+    assert package.__all__ == sorted(exports)
+    assert set(exports) <= set(dir(package))
+    for export, module in exports.items():
+        defined = getattr(importlib.import_module(f"{name}.{module}"), export)
+        assert getattr(package, export) is defined
+    star: dict = {}
+    exec(f"from {name} import *", star)
+    assert set(exports) <= star.keys()
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -1,6 +1,9 @@
 """attnmt: attention in sequence models, from Bahdanau (2014) to the Transformer."""
 
 import os
+from typing import TYPE_CHECKING
+
+from attnmt.lazy import lazy_names
 
 # oneDNN (PyTorch's CPU kernels for bf16 on AMX) compiles one primitive per matrix shape
 # and keeps 1,024 of them by default. Batches of varying length ask for thousands of
@@ -13,18 +16,15 @@ os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "65536")
 __version__ = "0.1.0"
 
 
-# The Python API (attnmt.api), imported on first use: `import attnmt` stays light (no torch)
-# for the commands and the runtime that do without it.
-_API = ("load", "train", "evaluate", "compare", "show", "Model")
+# The Python API, loaded on first use (each name from attnmt.api): `import attnmt` stays
+# light (no torch) for the commands and the runtime that do without it.
+_EXPORTS = {name: "api" for name in ("Model", "compare", "evaluate", "load", "show", "train")}
 
+# What type checkers and editors see: the names of _EXPORTS, from the same modules
+# (tests/test_layout.py checks both lists agree). Re-exports, which ruff cannot tell
+# from a `__all__` it does not see written out:
+# ruff: noqa: F401
+if TYPE_CHECKING:
+    from attnmt.api import Model, compare, evaluate, load, show, train
 
-def __getattr__(name: str):
-    if name in _API:
-        from attnmt import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'attnmt' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_API])
+__getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS)

@@ -36,10 +36,13 @@ _EXPORTS = {
     "evaluate": "runs",
     "train": "runs",
 }
-__all__ = ["Evaluation", "Model", "TrainedRun", "compare", "evaluate", "load", "show", "train"]
 
+# What type checkers and editors see: the names of _EXPORTS, from the same modules
+# (tests/test_layout.py checks both lists agree). Re-exports, which ruff cannot tell
+# from a `__all__` it does not see written out:
+# ruff: noqa: F401
 if TYPE_CHECKING:
     from attnmt.api.model import Model, compare, load, show
     from attnmt.api.runs import Evaluation, TrainedRun, evaluate, train
 
-__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS)
