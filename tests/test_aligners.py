@@ -8,6 +8,7 @@ import pytest
 from attnmt.alignment.links import SYMMETRIZATIONS, shift_rows, symmetrize
 from attnmt.cli import main
 from attnmt.data.alignments import read_pharaoh
+from attnmt.errors import UserError
 
 # Source words 0..3, target words 0..3. Forward links each target word to one source word,
 # reverse each source word to one target word; they agree on (0,0) and (3,3).
@@ -119,3 +120,46 @@ def test_align_refuses_half_an_input_and_a_short_gold_file(tmp_path, capsys):
         assert main(["align", *extra]) == 2
         assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_attnmt_align_gives_the_links_and_reversals_of_python_lists():
+    """`attnmt.align` is `attnmt align` without files: the toy corpus's reversed word order
+    comes back as links, and every adjacent pair of a sentence is a local reversal."""
+    pytest.importorskip("eflomal", reason="eflomal is installed by `make setup`")
+    from attnmt.api.align import align
+
+    rng = np.random.default_rng(1)
+    keys = list(WORDS)
+    src = [list(rng.choice(keys, size=rng.integers(2, 5))) for _ in range(300)]
+    aligned = align(
+        [" ".join(w) for w in src],
+        [" ".join(WORDS[k] for k in reversed(w)) for w in src],
+        ids=[f"pair {n}" for n in range(300)],
+    )
+    assert aligned["pairs"] == 300 and aligned["scores"] == {}  # no gold: links only
+    exact = [
+        links == {(i, len(w) - 1 - i) for i in range(len(w))}
+        for w, links in zip(src, aligned.links(), strict=True)
+    ]
+    # a one-to-one lexicon: eflomal learns it exactly (the CLI test's bound: AER < 0.05)
+    assert sum(exact) >= 0.95 * len(src)
+    n = next(k for k, ok in enumerate(exact) if ok and len(src[k]) == 3)
+    # three words reversed: words 0,1 -> targets 2,1 and words 1,2 -> targets 1,0
+    assert aligned.reversals(f"pair {n}") == [(0, 1, 2, 1), (1, 2, 1, 0)]
+    assert aligned.links("forward") is not aligned.links("union")
+
+
+def test_attnmt_align_refuses_what_it_cannot_pair():
+    from attnmt.api.align import align
+
+    for args, message in [
+        ((["a b"], None), "give both sources and targets"),
+        ((["a b"], ["c", "d"]), "1 sources but 2 targets"),
+        (("a b", "c d"), "lists of sentences"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            align(*args)
+    with pytest.raises(UserError, match="length must be positive"):
+        align(["a"], ["b"], length=0)
+    with pytest.raises(UserError, match="2 ids for 1 pairs"):
+        align(["a"], ["b"], ids=["x", "y"])

@@ -36,9 +36,10 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # A directive and its argument are on one line; an argument may be empty (`scratch`).
 BLOCK = re.compile(r"(?:<!-- doc-test: (\w+)(?: ([^\n]*?))? -->\n)?```(\w+)\n(.*?)```", re.S)
 DIRECTIVES = ("", "skip", "instead", "scratch")
-# module -> what marks a command that needs it: `attnmt align`, and the guided training
-# that reads the links an earlier `attnmt align` wrote into the scratch directory.
-OPTIONAL = {"eflomal": ("attnmt align", "guided_alignment=aligned/")}
+# module -> what marks a command that needs it: `attnmt align` (and `attnmt.align(` from
+# Python), and the guided training that reads the links an earlier `attnmt align` wrote
+# into the scratch directory.
+OPTIONAL = {"eflomal": ("attnmt align", "attnmt.align(", "guided_alignment=aligned/")}
 # The run the scratch blocks work on: the reverse task, 5 steps (seconds, not minutes).
 SCRATCH_RUN = (
     "attnmt train configs/reverse.yaml --quiet --set train.max_steps=5 "
@@ -112,7 +113,7 @@ def missing_install(command: str) -> str | None:
 
 def test_commands_that_need_eflomal_skip_without_it(monkeypatch):
     commands = [param.values[0] for param in _console_cases()]
-    needing = [c for c in commands if "attnmt align" in c or "guided_alignment=aligned/" in c]
+    needing = [c for c in commands if any(mark in c for mark in OPTIONAL["eflomal"])]
     assert len(needing) >= 3  # docs/alignment.md's blocks, README's
     monkeypatch.setitem(sys.modules, "eflomal", None)  # as if the install had failed
     assert all(missing_install(c) for c in needing)

@@ -106,3 +106,36 @@ def test_a_chapter_finds_the_references_by_name(tmp_path, monkeypatch):
     assert chapter.results("claims.jsonl") == ROOT / "benchmarks" / "results" / "claims.jsonl"
     with pytest.raises(UserError, match=r"no committed result named nope\.json"):
         chapter.results("nope.json")
+
+
+IMAGES = ("captions-soft", "captions-plain", "captions-hard", "glimpses")
+CANVASES = 8  # test canvases decoded again here (greedy, on the CPU they were trained on)
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_an_image_reference_is_small_and_reads_its_recorded_canvases_again(name):
+    """The image references (chapter 5): the shipped configs at their shipped budgets,
+    evaluated greedily; the record's exact match is that of its recorded outputs, and the
+    first canvases decoded again give those outputs back."""
+    ref = ROOT / "reference" / name
+    record = json.loads((ref / "reference.json").read_text())
+    best = json.loads((ref / "checkpoints" / "best.json").read_text())
+    weights = ref / "checkpoints" / best["checkpoint"] / "model.safetensors"
+    assert weights.stat().st_size <= 2e6  # small models: a few hundred thousand parameters
+    assert record["test_beam"] == 1 and record["config"] == f"configs/{name}.yaml"
+    out = _lines(ref / "eval" / "test-beam1.txt")
+    gold = _lines(ref / "eval" / "test-beam1.ref1.txt")
+    assert len(out) == len(gold) == record["test"]["sentences"] == 500
+    exact = 100 * sum(a == b for a, b in zip(out, gold, strict=True)) / len(out)
+    assert exact == pytest.approx(record["test"]["exact"], abs=0.01)
+    recorded = attnmt.evaluate(str(ref), beam=1, recorded=True)
+    assert recorded.data["images"] == record["test"]["images"]
+    # Decoded again here: the first canvases give the recorded outputs back.
+    model = attnmt.load(str(ref))
+    again = attnmt.evaluate(model, split="test", beam=1, limit=CANVASES).hypotheses
+    # Trained and recorded on a CPU; another CPU kind sums in another order, so allow one
+    # near tie to fall the other way.
+    same = sum(a == b for a, b in zip(again, out[:CANVASES], strict=True))
+    assert same >= CANVASES - 1, list(zip(again, out[:CANVASES], strict=True))
+    with pytest.raises(UserError, match="this run reads images"):
+        model.translate(out[0])

@@ -18,13 +18,16 @@ __version__ = "0.1.0"
 
 # The Python API, loaded on first use (each name from attnmt.api): `import attnmt` stays
 # light (no torch) for the commands and the runtime that do without it.
-_EXPORTS = {name: "api" for name in ("Model", "compare", "evaluate", "load", "show", "train")}
+_EXPORTS = {
+    name: "api"
+    for name in ("Model", "TrainedRun", "align", "compare", "evaluate", "load", "show", "train")
+}
 
 # What type checkers and editors see: the names of _EXPORTS, from the same modules
 # (tests/test_layout.py checks both lists agree). Re-exports, which ruff cannot tell
 # from a `__all__` it does not see written out:
 # ruff: noqa: F401
 if TYPE_CHECKING:
-    from attnmt.api import Model, compare, evaluate, load, show, train
+    from attnmt.api import Model, TrainedRun, align, compare, evaluate, load, show, train
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS)

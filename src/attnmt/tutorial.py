@@ -26,7 +26,6 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
-from attnmt.api.model import read_metrics
 from attnmt.api.runs import TrainedRun, section_overrides, train
 from attnmt.checkpoint import resolve_checkpoint
 from attnmt.config import load_config
@@ -34,7 +33,6 @@ from attnmt.config.loading import to_dict
 from attnmt.devices import cpu_flags, cpu_model
 from attnmt.errors import CheckpointError, UserError
 from attnmt.progress import watched
-from attnmt.training import TrainResult
 
 BUDGETS = ("smoke", "full")
 ROOT = Path(__file__).resolve().parents[2]  # the repository, for an editable install
@@ -154,29 +152,13 @@ def _torch_version() -> str:
 
 def _finished(run_dir: Path, wanted: dict[str, Any]):
     """The `TrainedRun` of `run_dir` if it finished training with the config `wanted`."""
-
     try:
         state = json.loads((resolve_checkpoint(run_dir) / "state.json").read_text("utf-8"))
     except (OSError, ValueError, CheckpointError):
         return None
     if state.get("config") != wanted or state.get("step") != wanted["train"]["max_steps"]:
         return None
-    valid = [e for e in read_metrics(run_dir) if e.get("type") == "valid"]
-    best = (
-        json.loads((run_dir / "checkpoints" / "best.json").read_text("utf-8"))
-        if (run_dir / "checkpoints" / "best.json").is_file()
-        else None
-    )
-    return TrainedRun(
-        TrainResult(
-            run_dir=run_dir,
-            step=state["step"],
-            elapsed=float(state.get("progress", {}).get("elapsed", 0.0)),
-            last_validation=valid[-1] if valid else None,
-            best=best["metric"] if best else None,
-            stopped_because="loaded (trained earlier)",
-        )
-    )
+    return TrainedRun.read(run_dir, stopped_because="loaded (trained earlier)")
 
 
 class table:  # noqa: N801  (used like a function: `table(rows, columns)`)

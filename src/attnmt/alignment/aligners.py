@@ -7,6 +7,11 @@ and builds its C sampler from source (`make setup` does it; see docs/alignment.m
 
     forward, reverse = eflomal_links(src_sentences, tgt_sentences)
     links = [symmetrize(f, r) for f, r in zip(forward, reverse)]
+    links = align_corpus(src_sentences, tgt_sentences)  # both directions, every heuristic
+    scores = score_corpus(links, corpus)  # AER against the corpus's gold, beside the diagonal
+
+`attnmt align` and `attnmt.align` are these with files or Python objects around them;
+`gold_corpus()` is the Greek->English verses with hand-made links they use by default.
 
 Like every unsupervised aligner it learns from the very text it aligns, so it is run on
 all the verses at once, the test book included; the attention of a translation model
@@ -18,11 +23,22 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.data.alignments import Link, read_pharaoh
+from attnmt.alignment.links import (
+    SYMMETRIZATIONS,
+    alignment_scores,
+    diagonal_alignment,
+    symmetrize,
+)
+from attnmt.config.sections import DataConfig
+from attnmt.data.alignments import Link, load_gold, read_pharaoh, split_by_book
 from attnmt.errors import UserError
+
+ALIGNER = "eflomal 2.0.0 (IBM1 + HMM + fertility, 3 samplers)"
+GOLD_SPLITS = ("dev", "test")
 
 INSTALL = (
     "MAKEFLAGS='CFLAGS=-Ofast\\ -march=x86-64-v3\\ -fopenmp' pip install --no-cache-dir "
@@ -77,3 +93,74 @@ def eflomal_links(
                 f"on another machine, rebuild it here with `{INSTALL} --force-reinstall`"
             ) from None
         return read_pharaoh(forward), read_pharaoh(reverse)
+
+
+@dataclass
+class AlignedCorpus:
+    """Sentence pairs as words, with their ids, and where gold links exist: the sure and the
+    possible links of every pair and which pairs each scored split holds (rows)."""
+
+    ids: list[str]
+    src: list[list[str]]
+    tgt: list[list[str]]
+    gold: list[set[Link]] | None = None
+    possible: list[set[Link]] | None = None
+    scored: dict[str, list[int]] | None = None
+
+
+def gold_corpus() -> AlignedCorpus:
+    """The Greek->English verses with hand-made links (all 27 books, `attnmt data show
+    alignments`), scored on the dev (Romans) and test (John) books that every alignments
+    config uses by default."""
+    verses = load_gold().verses
+    books = DataConfig()
+    parts = split_by_book(verses, test_books=books.test_books, dev_books=books.dev_books)
+    index = {v.ref: n for n, v in enumerate(verses)}
+    gold = [v.links for v in verses]
+    return AlignedCorpus(
+        ids=[v.ref for v in verses],
+        src=[list(v.src) for v in verses],
+        tgt=[list(v.tgt) for v in verses],
+        gold=gold,
+        possible=gold,
+        scored={split: [index[v.ref] for v in parts[split]] for split in GOLD_SPLITS},
+    )
+
+
+def align_corpus(
+    src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]], *, length: float = 1.0
+) -> dict[str, list[set[Link]]]:
+    """eflomal's links of every pair: "forward", "reverse" and each symmetrization."""
+    forward, reverse = eflomal_links(src, tgt, length=length)
+    return {
+        "forward": forward,
+        "reverse": reverse,
+        **{m: [symmetrize(f, r, m) for f, r in zip(forward, reverse, strict=True)]
+           for m in SYMMETRIZATIONS},
+    }  # fmt: skip
+
+
+def score_corpus(
+    links: Mapping[str, Sequence[set[Link]]], corpus: AlignedCorpus
+) -> dict[str, dict[str, dict]]:
+    """split -> links' name -> AER, precision, recall (4 decimals) against the corpus's gold,
+    the diagonal beside them; empty without gold."""
+    if corpus.gold is None:
+        return {}
+    possible = corpus.possible or corpus.gold
+    diagonal = [
+        diagonal_alignment(len(s), len(t)) for s, t in zip(corpus.src, corpus.tgt, strict=True)
+    ]
+    scored = corpus.scored or {"all": list(range(len(corpus.ids)))}
+    tables = {}
+    for split, rows in scored.items():
+        sure, maybe = [corpus.gold[i] for i in rows], [possible[i] for i in rows]
+        tables[split] = {
+            name: _rounded(alignment_scores([found[i] for i in rows], sure, maybe))
+            for name, found in {**links, "diagonal": diagonal}.items()
+        }
+    return tables
+
+
+def _rounded(scores: dict) -> dict:
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}

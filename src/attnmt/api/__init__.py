@@ -7,6 +7,7 @@
     model.translate(lines, beam=5, explain="integrated-gradients")
     model.score("In the beginning", "Au commencement")
     model.align(sources, targets)                      # word links from the attention
+    attnmt.align(sources, targets)                     # word links from eflomal
     attnmt.evaluate(run.run_dir, split="test", beam=5)  # BLEU, chrF, BLEU by length
     attnmt.compare(model_a.translate(x), model_b.translate(x), names=["a", "b"])
     attnmt.show(weights, source_words, target_words)   # your own matrix, the same view
@@ -27,6 +28,8 @@ from attnmt.lazy import lazy_names
 # name -> the module of attnmt.api that defines it. Loaded on first use: `attnmt.load` of
 # an ONNX export imports neither torch nor the training code (`runs`).
 _EXPORTS = {
+    "Alignments": "align",
+    "align": "align",
     "Model": "model",
     "compare": "model",
     "load": "model",
@@ -42,6 +45,7 @@ _EXPORTS = {
 # from a `__all__` it does not see written out:
 # ruff: noqa: F401
 if TYPE_CHECKING:
+    from attnmt.api.align import Alignments, align
     from attnmt.api.model import Model, compare, load, show
     from attnmt.api.runs import Evaluation, TrainedRun, evaluate, train
 

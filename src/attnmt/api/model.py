@@ -115,6 +115,11 @@ class Model:
         each completed by the search (`.alternatives`; below `min_alternative_prob` left
         out, the likeliest always kept).
         """
+        if self.config.model.name in IMAGE_MODELS:
+            raise UserError(
+                "translate() reads text; this run reads images, its attention over the "
+                "canvas's grid: looks(index) draws it, attnmt.evaluate(model) reads canvases"
+            )
         lines, single = _lines(text, "text")
         methods = [explain] if isinstance(explain, str) else list(explain or [])
         if n_best > beam:

@@ -13,6 +13,7 @@ import yaml
 from matplotlib.figure import Figure
 
 from attnmt.api.model import Model, load, read_metrics
+from attnmt.checkpoint import resolve_checkpoint
 from attnmt.config import Config, load_config
 from attnmt.config.loading import to_dict
 from attnmt.errors import UserError
@@ -20,6 +21,7 @@ from attnmt.explain.measures import markdown_rows
 from attnmt.metrics import bleu_by_length
 from attnmt.plotting import length_curves_figure
 from attnmt.report import evaluate_split
+from attnmt.training import TrainResult
 from attnmt.training import train as train_run
 from attnmt.views.results import Table
 
@@ -39,6 +41,32 @@ class TrainedRun(Table):
             "best": result.best,
             "last_validation": result.last_validation,
         }
+
+    @classmethod
+    def read(cls, run_dir: str | Path, stopped_because: str = "trained earlier") -> TrainedRun:
+        """A run trained earlier (`attnmt train`, `attnmt.train`, `make reference`), as
+        `attnmt.train` returned it: its latest checkpoint's step and training time, its best
+        dev score, its last validation and its log.
+
+            run = attnmt.TrainedRun.read("reference/captions-soft"); run.plot()
+        """
+        run_dir = Path(run_dir)
+        try:
+            state = json.loads((resolve_checkpoint(run_dir) / "state.json").read_text("utf-8"))
+        except (OSError, ValueError) as e:
+            raise UserError(f"{run_dir} has no readable checkpoint ({e}): is it a run?") from e
+        valid = [e for e in read_metrics(run_dir) if e.get("type") == "valid"]
+        best = run_dir / "checkpoints" / "best.json"
+        return cls(
+            TrainResult(
+                run_dir=run_dir,
+                step=state["step"],
+                elapsed=float(state.get("progress", {}).get("elapsed", 0.0)),
+                last_validation=valid[-1] if valid else None,
+                best=json.loads(best.read_text("utf-8"))["metric"] if best.is_file() else None,
+                stopped_because=stopped_because,
+            )
+        )
 
     step = property(lambda self: self.result.step)
     best = property(lambda self: self.result.best)

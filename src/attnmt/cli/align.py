@@ -30,19 +30,17 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from attnmt.alignment.aligners import eflomal_links
-from attnmt.alignment.links import (
-    SYMMETRIZATIONS,
-    alignment_scores,
-    diagonal_alignment,
-    symmetrize,
+from attnmt.alignment.aligners import (
+    ALIGNER,
+    AlignedCorpus,
+    align_corpus,
+    gold_corpus,
+    score_corpus,
 )
-from attnmt.config.sections import DataConfig
-from attnmt.data.alignments import load_gold, read_pharaoh, split_by_book, write_pharaoh
+from attnmt.alignment.links import SYMMETRIZATIONS
+from attnmt.data.alignments import read_pharaoh, write_pharaoh
 from attnmt.data.files import read_parallel
 from attnmt.errors import UserError
-
-GOLD_SPLITS = ("dev", "test")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,60 +96,30 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"'{out}' already holds files; choose another --out or add --force")
     if args.src:
         ids, src, tgt = _read_text(Path(args.src), Path(args.tgt))
-        gold = _read_gold(Path(args.gold), len(ids)) if args.gold else None
+        corpus = AlignedCorpus(ids, src, tgt)
+        if args.gold:
+            corpus.gold = corpus.possible = _read_gold(Path(args.gold), len(ids))
         if args.possible:
-            possible = _read_gold(Path(args.possible), len(ids))
-            _check_possible(Path(args.possible), gold, possible)
-        scored = {"all": list(range(len(ids)))} if gold else {}
+            corpus.possible = _read_gold(Path(args.possible), len(ids))
+            _check_possible(Path(args.possible), corpus.gold, corpus.possible)
     else:
-        ids, src, tgt, gold, scored = _gold_corpus()
-    if not args.possible:
-        possible = gold
-    print(f"aligning {len(ids):,} sentence pairs with eflomal (both directions)...")
-    forward, reverse = eflomal_links(src, tgt, length=args.length)
-    links = {
-        "forward": forward,
-        "reverse": reverse,
-        **{m: [symmetrize(f, r, m) for f, r in zip(forward, reverse, strict=True)]
-           for m in SYMMETRIZATIONS},
-    }  # fmt: skip
+        corpus = gold_corpus()
+    print(f"aligning {len(corpus.ids):,} sentence pairs with eflomal (both directions)...")
+    links = align_corpus(corpus.src, corpus.tgt, length=args.length)
     report = {
-        "aligner": "eflomal 2.0.0 (IBM1 + HMM + fertility, 3 samplers)",
+        "aligner": ALIGNER,
         "length": args.length,
-        "pairs": len(ids),
+        "pairs": len(corpus.ids),
         "symmetrize": args.symmetrize,
         "note": "unsupervised: trained on every pair it aligns, the scored ones included",
         "possible": args.possible,  # AER with sure and possible links when given
-        "scores": {},
+        "scores": score_corpus(links, corpus),
     }
-    if gold is not None:
-        diagonal = [diagonal_alignment(len(s), len(t)) for s, t in zip(src, tgt, strict=True)]
-        for split, rows in scored.items():
-            sure, maybe = [gold[i] for i in rows], [possible[i] for i in rows]
-            table = {
-                name: _rounded(alignment_scores([found[i] for i in rows], sure, maybe))
-                for name, found in {**links, "diagonal": diagonal}.items()
-            }
-            report["scores"][split] = table
-            _print_scores(split, table)
-    _write(out, ids, links, args.symmetrize, report, replace=args.force)
+    for split, table in report["scores"].items():
+        _print_scores(split, table)
+    _write(out, corpus.ids, links, args.symmetrize, report, replace=args.force)
     print(f"wrote {out}/ (ids.txt, forward.align, reverse.align, {args.symmetrize}.align)")
     return 0
-
-
-def _gold_corpus():
-    verses = load_gold().verses
-    books = DataConfig()  # the dev and test books every alignments config uses by default
-    parts = split_by_book(verses, test_books=books.test_books, dev_books=books.dev_books)
-    index = {v.ref: n for n, v in enumerate(verses)}
-    scored = {s: [index[v.ref] for v in parts[s]] for s in GOLD_SPLITS}
-    return (
-        [v.ref for v in verses],
-        [v.src for v in verses],
-        [v.tgt for v in verses],
-        [v.links for v in verses],
-        scored,
-    )
 
 
 def _read_text(src_path: Path, tgt_path: Path):
@@ -197,10 +165,6 @@ def _print_scores(split: str, table: dict) -> None:
             f"  {name:<22}{100 * s['aer']:>6.1f}%{100 * s['precision']:>10.1f}%"
             f"{100 * s['recall']:>7.1f}%"
         )
-
-
-def _rounded(scores: dict) -> dict:
-    return {k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}
 
 
 def _write(out: Path, ids, links, method: str, report: dict, *, replace: bool) -> None:
