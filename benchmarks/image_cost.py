@@ -36,6 +36,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from attnmt.config import load_config
 from attnmt.data import images
 from attnmt.data.vocab import EOS
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.search import greedy
 from attnmt.devices import NOTABLE_FLAGS, cpu_flags, cpu_model, pick_device
 from attnmt.models import build_model
@@ -87,15 +88,15 @@ def measure(sides: list[int], batch: int, repeats: int) -> dict:
         row: dict = {"side": side}
         for name, model in models.items():
             with FlopCounterMode(display=False) as counter:
-                greedy(model, src, mask, max_len=READ)
+                greedy(model, src, mask, SearchOptions(max_len=READ))
             row[f"{name}_mflop_per_canvas"] = round(counter.get_total_flops() / batch / 1e6, 3)
             for _ in range(2):
-                greedy(model, src, mask, max_len=READ)
+                greedy(model, src, mask, SearchOptions(max_len=READ))
         times: dict[str, list[float]] = {name: [] for name in models}
         for _ in range(repeats):  # alternating, so a slow moment hits both
             for name, model in models.items():
                 started = time.perf_counter()
-                greedy(model, src, mask, max_len=READ)
+                greedy(model, src, mask, SearchOptions(max_len=READ))
                 times[name].append(time.perf_counter() - started)
         for name in models:
             row[f"{name}_ms_per_batch"] = round(sum(times[name]) / repeats * 1e3, 2)

@@ -29,6 +29,7 @@ from machine import append_result, describe
 
 from attnmt.data.preparation import decoding_split
 from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.runs import load_run
 from attnmt.decoding.translator import source_limit
 from attnmt.metrics import corpus_scores
@@ -62,7 +63,7 @@ def divergence_gap(model, source: list[int], a: list[int], b: list[int]) -> floa
 
 def decode(model, sources, decode_text, beam: int):
     started = time.perf_counter()
-    out = translate_ids(model, sources, decode_text, beam_size=beam, need_weights=True)
+    out = translate_ids(model, sources, decode_text, SearchOptions(beam=beam, need_weights=True))
     return out, time.perf_counter() - started
 
 

@@ -31,6 +31,7 @@ from machine import append_result, describe
 
 from attnmt.data.preparation import decoding_split
 from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.runs import load_run
 from attnmt.decoding.translator import source_limit
 from attnmt.runtime import load_export
@@ -100,10 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     def ours(model):
         def decode(_, chosen, beam: int, batch: bool) -> None:
             if batch:
-                translate_ids(model, chosen, text, beam_size=beam)
+                translate_ids(model, chosen, text, SearchOptions(beam=beam))
             else:
                 for ids in chosen:
-                    translate_ids(model, [ids], text, beam_size=beam)
+                    translate_ids(model, [ids], text, SearchOptions(beam=beam))
 
         return decode
 

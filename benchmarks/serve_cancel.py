@@ -45,6 +45,7 @@ import attnmt.serve.worker as worker_module
 from attnmt.cancel import Cancelled
 from attnmt.config import load_config
 from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.runs import load_run
 from attnmt.explain.gradients import integrated_gradients
 from attnmt.explain.methods import occlusion
@@ -197,7 +198,7 @@ def rates(config: str, length: int = 30, vocab: int = 4000) -> dict:
     out = {"config": config, "source_subwords": length, "torch_threads": torch.get_num_threads()}
     for beam, lines in ((1, 64), (5, 16)):
         started = time.perf_counter()
-        translate_ids(model, sources(lines), lambda ids: "", beam_size=beam)
+        translate_ids(model, sources(lines), lambda ids: "", SearchOptions(beam=beam))
         steps = search_steps(beam, [size] * lines)
         out[f"beam{beam}_steps_per_s"] = round(steps / (time.perf_counter() - started))
     src, tgt = sources(2)

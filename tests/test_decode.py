@@ -10,9 +10,12 @@ import torch
 from attnmt.config import ModelConfig
 from attnmt.data import BOS, EOS, PAD, pad_batch
 from attnmt.decoding.hypotheses import length_penalty
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.scoring import forced_weights
 from attnmt.decoding.search import beam_search, greedy
 from attnmt.models import build_model
+from attnmt.models.base import Seq2Seq
+from attnmt.models.torch_ops import torch_ops
 
 V = 6  # PAD UNK BOS EOS a=4 b=5
 
@@ -56,8 +59,10 @@ def _table_weights(tokens, length):
     return torch.nn.functional.one_hot(_attended(prev, torch.arange(len(prev)), length), length)
 
 
-class TableModel(torch.nn.Module):
+class TableModel(Seq2Seq):
     """Logits from a fixed table; weights put all mass on one source position (`_attended`)."""
+
+    array_ops = torch_ops(torch.device("cpu"))  # no parameters to say where it lives
 
     def __init__(self):
         super().__init__()
@@ -84,7 +89,7 @@ def _src(batch=2, length=4):
 
 def test_greedy_follows_the_argmax_until_the_length_limit():
     src, mask = _src()
-    hyps = greedy(TableModel(), src, mask, max_len=5, need_weights=True)
+    hyps = greedy(TableModel(), src, mask, SearchOptions(max_len=5, need_weights=True))
     assert hyps[0].tokens == [4, 4, 4, 4]  # the 5th step is forced to EOS
     table = _table()
     expected = table[BOS, 4] + 3 * table[4, 4] + table[4, EOS]
@@ -95,15 +100,17 @@ def test_greedy_follows_the_argmax_until_the_length_limit():
 
 def test_beam_finds_the_better_sequence_greedy_misses():
     src, mask = _src()
-    best = beam_search(TableModel(), src, mask, beam_size=3, alpha=0.0, max_len=5)
+    best = beam_search(TableModel(), src, mask, SearchOptions(beam=3, alpha=0.0, max_len=5))
     assert best[0][0].tokens == [5]
     assert best[0][0].log_prob == pytest.approx(math.log(0.4 * 0.9), abs=1e-4)
 
 
 def test_beam_one_equals_greedy():
     src, mask = _src(batch=3)
-    g = greedy(TableModel(), src, mask, max_len=6, need_weights=True)
-    b = beam_search(TableModel(), src, mask, beam_size=1, alpha=0.0, max_len=6, need_weights=True)
+    g = greedy(TableModel(), src, mask, SearchOptions(max_len=6, need_weights=True))
+    b = beam_search(
+        TableModel(), src, mask, SearchOptions(beam=1, alpha=0.0, max_len=6, need_weights=True)
+    )
     for hg, (hb,) in zip(g, b, strict=True):
         assert hg.tokens == hb.tokens
         assert hg.log_prob == pytest.approx(hb.log_prob, abs=1e-5)
@@ -113,8 +120,8 @@ def test_beam_one_equals_greedy():
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
 def test_greedy_scores_as_beam_one_does(alpha):
     src, mask = _src(batch=3)
-    g = greedy(TableModel(), src, mask, alpha=alpha, max_len=6)
-    b = beam_search(TableModel(), src, mask, beam_size=1, alpha=alpha, max_len=6)
+    g = greedy(TableModel(), src, mask, SearchOptions(alpha=alpha, max_len=6))
+    b = beam_search(TableModel(), src, mask, SearchOptions(beam=1, alpha=alpha, max_len=6))
     for hg, (hb,) in zip(g, b, strict=True):
         assert hg.tokens == hb.tokens
         assert hg.score == pytest.approx(hb.score, abs=1e-5)
@@ -135,13 +142,13 @@ class FondOfSpecials(TableModel):
 def test_neither_search_emits_pad_or_bos():
     src, mask = _src()
     model = FondOfSpecials()
-    (hyp, _) = greedy(model, src, mask, max_len=5)
+    (hyp, _) = greedy(model, src, mask, SearchOptions(max_len=5))
     assert hyp.tokens == [4, 4, 4, 4]  # the best tokens that are words
     table = model.table  # log_prob stays the model's own, not renormalised
     assert hyp.log_prob == pytest.approx(
         float(table[BOS, 4] + 3 * table[4, 4] + table[4, EOS]), abs=1e-5
     )
-    for nbest in beam_search(model, src, mask, beam_size=4, n_best=4, max_len=5):
+    for nbest in beam_search(model, src, mask, SearchOptions(beam=4, n_best=4, max_len=5)):
         for h in nbest:
             assert PAD not in h.tokens and BOS not in h.tokens
 
@@ -149,7 +156,10 @@ def test_neither_search_emits_pad_or_bos():
 def test_n_best_sorted_with_weights_per_hypothesis():
     src, mask = _src()
     nbest = beam_search(
-        TableModel(), src, mask, beam_size=4, n_best=4, alpha=0.6, max_len=5, need_weights=True
+        TableModel(),
+        src,
+        mask,
+        SearchOptions(beam=4, n_best=4, alpha=0.6, max_len=5, need_weights=True),
     )
     for hyps in nbest:
         assert len(hyps) == 4
@@ -168,14 +178,14 @@ def test_length_limit_follows_the_source_length():
     src = torch.full((2, 6), 7)
     mask = torch.ones(2, 6, dtype=torch.bool)
     mask[1, 2:] = False  # second sentence: 2 tokens -> limit 2 * 1.0 + 5 = 7
-    hyps = greedy(TableModel(), src, mask, max_len_ratio=1.0)
+    hyps = greedy(TableModel(), src, mask, SearchOptions(max_len_ratio=1.0))
     assert len(hyps[0].tokens) == 6 + 5 - 1 and len(hyps[1].tokens) == 2 + 5 - 1
 
 
 def test_n_best_larger_than_beam_is_refused():
     src, mask = _src()
     with pytest.raises(ValueError, match="n_best"):
-        beam_search(TableModel(), src, mask, beam_size=2, n_best=3)
+        beam_search(TableModel(), src, mask, SearchOptions(beam=2, n_best=3))
 
 
 # ------------------------------------------------------------------------------------------
@@ -217,7 +227,9 @@ def test_beam_weights_are_those_of_forced_decoding_of_each_hypothesis(name):
     model = _random_model(name)
     sources = [[4, 5, 6, 7, 8], [9, 10, 4]]  # different lengths: the second one is padded
     src, mask = pad_batch([[*s, EOS] for s in sources], torch.device("cpu"))
-    nbest = beam_search(model, src, mask, beam_size=4, n_best=4, max_len=8, need_weights=True)
+    nbest = beam_search(
+        model, src, mask, SearchOptions(beam=4, n_best=4, max_len=8, need_weights=True)
+    )
     for source, hyps in zip(sources, nbest, strict=True):
         assert len(hyps) == 4
         assert len({tuple(h.tokens) for h in hyps}) == 4
@@ -239,11 +251,11 @@ def test_beam_search_of_a_batch_finds_what_each_sentence_alone_finds(name):
     model = _random_model(name)
     sources = [[4], [9, 10, 4], [4, 5, 6, 7, 8, 9]]  # length limits 7, 9 and 12 steps
     src, mask = pad_batch([[*s, EOS] for s in sources], torch.device("cpu"))
-    options = {"beam_size": 3, "n_best": 3, "max_len_ratio": 1.0, "need_weights": True}
-    together = beam_search(model, src, mask, **options)
+    options = SearchOptions(beam=3, n_best=3, max_len_ratio=1.0, need_weights=True)
+    together = beam_search(model, src, mask, options)
     for i, source in enumerate(sources):
         alone_src, alone_mask = pad_batch([[*source, EOS]], torch.device("cpu"))
-        (alone,) = beam_search(model, alone_src, alone_mask, **options)
+        (alone,) = beam_search(model, alone_src, alone_mask, options)
         assert [h.tokens for h in together[i]] == [h.tokens for h in alone]
         for a, b in zip(together[i], alone, strict=True):
             assert a.score == pytest.approx(b.score, abs=1e-5)
@@ -268,7 +280,9 @@ def test_beam_wider_than_the_vocabulary_finds_every_sequence_in_order():
 
     want = sorted(sequences, key=log_prob, reverse=True)
     src, mask = _src(batch=1)
-    hyps = beam_search(TableModel(), src, mask, beam_size=13, n_best=13, alpha=0.0, max_len=3)
+    hyps = beam_search(
+        TableModel(), src, mask, SearchOptions(beam=13, n_best=13, alpha=0.0, max_len=3)
+    )
     assert [h.tokens for h in hyps[0]] == want
     for h in hyps[0]:
         assert h.log_prob == pytest.approx(log_prob(h.tokens), abs=1e-4)

@@ -21,9 +21,11 @@ from attnmt.data.vocab import BOS, EOS
 from attnmt.decoding.decode_ids import translate_ids
 from attnmt.decoding.ensemble import Ensemble, load_ensemble
 from attnmt.decoding.hypotheses import length_penalty
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.runs import load_run
 from attnmt.decoding.scoring import score_pairs
 from attnmt.errors import UserError
+from attnmt.models.base import Seq2Seq
 from attnmt.serve.app import create_app
 from attnmt.serve.decoding import RunDecoder, Settings
 from attnmt.training import train
@@ -41,7 +43,7 @@ def _ids(loaded, texts):
 
 def test_combination_is_the_mean_log_prob_or_the_log_mean_prob():
     logits = [torch.randn(3, 7), torch.randn(3, 7) * 3]
-    ensemble = Ensemble([torch.nn.Linear(1, 1)] * 2, [None, None], "log-linear")
+    ensemble = Ensemble([Seq2Seq()] * 2, [None, None], "log-linear")  # members unused
     p, q = (torch.softmax(x, dim=-1) for x in logits)
     geometric = (p * q).sqrt()
     expected = torch.log(geometric / geometric.sum(-1, keepdim=True))
@@ -49,7 +51,7 @@ def test_combination_is_the_mean_log_prob_or_the_log_mean_prob():
     ensemble.mode = "linear"
     torch.testing.assert_close(ensemble.combine(logits), torch.log((p + q) / 2))
     with pytest.raises(UserError, match="log-linear, linear"):
-        Ensemble([torch.nn.Linear(1, 1)], [None], "average")
+        Ensemble([Seq2Seq()], [None], "average")
 
 
 @pytest.mark.parametrize("mode", ["log-linear", "linear"])
@@ -58,8 +60,12 @@ def test_an_ensemble_of_one_model_twice_decodes_as_the_model(tiny_runs, mode):
     double = load_ensemble([tiny_runs["tf"], tiny_runs["tf"]], mode=mode)
     sources = _ids(single, SOURCES)
     for beam in (1, 3):
-        one = translate_ids(single.model, sources, single.vocab.tgt.decode, beam_size=beam)
-        two = translate_ids(double.model, sources, double.vocab.tgt.decode, beam_size=beam)
+        one = translate_ids(
+            single.model, sources, single.vocab.tgt.decode, SearchOptions(beam=beam)
+        )
+        two = translate_ids(
+            double.model, sources, double.vocab.tgt.decode, SearchOptions(beam=beam)
+        )
         assert [t.tokens for t in one] == [t.tokens for t in two]
         for a, b in zip(one, two, strict=True):
             assert a.score == pytest.approx(b.score, abs=1e-4)
@@ -94,7 +100,9 @@ def test_mixed_families_step_and_forward_agree_with_their_members(tiny_runs):
 def test_ensemble_hypotheses_score_as_forced_decoding_scores_them(tiny_runs):
     loaded = load_ensemble([tiny_runs["rnn"], tiny_runs["tf"]])
     sources = _ids(loaded, SOURCES)
-    done = translate_ids(loaded.model, sources, loaded.vocab.tgt.decode, need_weights=True)
+    done = translate_ids(
+        loaded.model, sources, loaded.vocab.tgt.decode, SearchOptions(need_weights=True)
+    )
     scored = score_pairs(
         loaded.model, [(s, t.tokens) for s, t in zip(sources, done, strict=True)], need_weights=True
     )

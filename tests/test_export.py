@@ -31,6 +31,7 @@ from attnmt.data.batching import pad_batch
 from attnmt.data.vocab import BOS, EOS, PAD
 from attnmt.decoding.decode_ids import translate_ids
 from attnmt.decoding.hypotheses import max_lengths
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.quantize import quantize_model
 from attnmt.decoding.runs import load_run
 from attnmt.decoding.translator import MAX_SOURCE_TOKENS, Translator
@@ -43,10 +44,12 @@ from attnmt.export.ctranslate2 import (
     vocabulary_tokens,
 )
 from attnmt.models import build_model
+from attnmt.models.torch_ops import torch_ops
 from attnmt.training import train
 from conftest import TINY, WORDS, mixed_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
+CPU_OPS = torch_ops(torch.device("cpu"))
 TRANSFORMER = ["model.name=transformer", "model.heads=2", "model.layers=2", "model.ff_size=32"]
 
 
@@ -84,7 +87,7 @@ def sentences(run: str) -> list[str]:
 def ct2_greedy(translator, tokens: list[str], source: list[int], ratio: float = 2.0) -> list[int]:
     """CTranslate2's greedy search set up as ours: no PAD/BOS, EOS allowed first, and our
     per-sentence limit (we force EOS at the last step; CTranslate2 stops one before)."""
-    (limit,) = max_lengths(torch.ones(1, len(source) + 1), ratio).tolist()  # EOS included
+    (limit,) = max_lengths(torch.ones(1, len(source) + 1), ratio, CPU_OPS).tolist()  # EOS incl.
     (result,) = translator.translate_batch(
         [[tokens[i] for i in source]],
         beam_size=1,
@@ -103,11 +106,11 @@ def test_ctranslate2_greedy_gives_exactly_our_tokens(runs, tmp_path, run):
     translator = ctranslate2.Translator(str(out), device="cpu")
     tokens = vocabulary_tokens(loaded.vocab.tgt)
     sources = [loaded.vocab.src.encode(text) for text in sentences(run)]
-    ours = translate_ids(loaded.model, sources, loaded.vocab.tgt.decode, beam_size=1)
+    ours = translate_ids(loaded.model, sources, loaded.vocab.tgt.decode, SearchOptions(beam=1))
     theirs = [ct2_greedy(translator, tokens, source) for source in sources]
     assert [t.tokens for t in ours] == theirs
     # Both ways of ending are exercised: EOS chosen, and the length limit reached.
-    limits = [int(max_lengths(torch.ones(1, len(s) + 1), 2.0)) for s in sources]
+    limits = [int(max_lengths(torch.ones(1, len(s) + 1), 2.0, CPU_OPS)) for s in sources]
     ended = [len(t.tokens) < limit - 1 for t, limit in zip(ours, limits, strict=True)]
     if run == "shared":
         assert any(ended) and not all(ended)
@@ -388,7 +391,7 @@ def test_quantize_keeps_linear_maps_whose_weights_are_read():
     quantized = quantize_model(model, "int8")
     kept = [m for m in quantized.modules() if isinstance(m, ConcatScore | LocalPredictor)]
     assert kept and all(isinstance(c, torch.nn.Linear) for m in kept for c in m.children())
-    translate_ids(quantized, [[4, 5, 6], [7]], str, max_len_ratio=1.0)  # runs
+    translate_ids(quantized, [[4, 5, 6], [7]], str, SearchOptions(max_len_ratio=1.0))  # runs
 
 
 def test_translate_and_evaluate_quantize_int8(runs, tmp_path, capsys, monkeypatch):

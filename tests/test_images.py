@@ -15,6 +15,7 @@ from attnmt.config import Config, ModelConfig, from_dict, load_config
 from attnmt.data.images import CANVAS
 from attnmt.data.vocab import EOS
 from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.options import SearchOptions
 from attnmt.errors import ConfigError
 from attnmt.evaluation.vision import box_mass, digit_scores, pixel_map
 from attnmt.models import build_model
@@ -107,10 +108,10 @@ def test_an_untrained_image_model_stops_after_max_symbols(name):
         model.generator.bias[EOS] = -1e4
     sources = [row[:-1].tolist() for row in _pixels(2, 24, 64)]  # translate_ids adds EOS
     for beam in (1, 2):
-        out = translate_ids(model, sources, str, beam_size=beam)
+        out = translate_ids(model, sources, str, SearchOptions(beam=beam))
         assert [len(t.tokens) for t in out] == [MAX_SYMBOLS] * 2  # cut: the EOS slot unused
     assert model.max_output_tokens == MAX_SYMBOLS + 1
-    out = translate_ids(model, sources, str, max_len=4)  # a caller's cap still wins
+    out = translate_ids(model, sources, str, SearchOptions(max_len=4))  # a caller's cap still wins
     assert [len(t.tokens) for t in out] == [3, 3]
 
 

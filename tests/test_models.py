@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from attnmt.config import ModelConfig, load_config
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.search import beam_search, greedy
 from attnmt.errors import ConfigError
 from attnmt.models import ModelOutput, build_model, model_names
@@ -224,11 +225,13 @@ def test_greedy_and_beam_search_run(name, overrides):
     model = make_model(overrides).eval()
     src, mask, _ = batch()
     need = model.uses_attention
-    hyps = greedy(model, src, mask, max_len=4, need_weights=need)
-    beams = beam_search(model, src, mask, beam_size=3, max_len=4, need_weights=need, n_best=2)
+    hyps = greedy(model, src, mask, SearchOptions(max_len=4, need_weights=need))
+    beams = beam_search(
+        model, src, mask, SearchOptions(beam=3, max_len=4, need_weights=need, n_best=2)
+    )
     assert len(hyps) == 3 and len(beams) == 3 and all(len(b) == 2 for b in beams)
     # Beam size 1 is greedy.
-    ones = beam_search(model, src, mask, beam_size=1, max_len=4)
+    ones = beam_search(model, src, mask, SearchOptions(beam=1, max_len=4))
     assert [b[0].tokens for b in ones] == [h.tokens for h in hyps]
     if need:
         steps = len(hyps[0].tokens) + (len(hyps[0].tokens) < 4)

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from attnmt.data.vocab import BOS, EOS, PAD
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.search import beam_search, greedy
 from attnmt.models.glimpses import Glimpses, footprint, location_log_prob
 from attnmt.models.vision import pixels_of
@@ -226,10 +227,10 @@ def test_greedy_and_beam_search_read_one_label():
     scores = model.encode(src, mask).logits0.clone()
     scores[:, [PAD, BOS]] = float("-inf")  # never emitted by the searches
     best = scores.argmax(-1).tolist()
-    hyps = greedy(model, src, mask, need_weights=True)
+    hyps = greedy(model, src, mask, SearchOptions(need_weights=True))
     assert [h.tokens for h in hyps] == [[b] for b in best]
     assert hyps[0].weights.shape == (2, 16 * 16)  # the label and the EOS
-    beams = beam_search(model, src, mask, beam_size=3, need_weights=True)
+    beams = beam_search(model, src, mask, SearchOptions(beam=3, need_weights=True))
     assert [b[0].tokens for b in beams] == [[b] for b in best]
     assert beams[0][0].weights.shape == (2, 16 * 16)
 

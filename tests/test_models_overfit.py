@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from attnmt.config import ModelConfig
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.search import greedy
 from attnmt.models import build_model
 
@@ -73,6 +74,6 @@ def test_overfits_a_few_pairs(name, task, extra):
             break
     assert loss.item() < 0.02
     model.eval()
-    hyps = greedy(model, src, mask, max_len=8)
+    hyps = greedy(model, src, mask, SearchOptions(max_len=8))
     expected = [row[row > 3].tolist() for row in tgt_out]
     assert [h.tokens for h in hyps] == expected

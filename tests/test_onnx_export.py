@@ -25,9 +25,11 @@ import torch
 
 from attnmt.cli import main
 from attnmt.data.batching import pad_batch
-from attnmt.data.vocab import EOS
+from attnmt.data.vocab import BOS, EOS
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.runs import load_run
 from attnmt.decoding.search import beam_search
+from attnmt.decoding.step_model import StepModel
 from attnmt.decoding.translator import Translator
 from attnmt.errors import UserError
 from attnmt.export.onnx import TOLERANCE, export_onnx
@@ -72,6 +74,30 @@ def test_the_export_decodes_as_the_run_does(tiny_runs, exports, name, beam):
                 np.asarray(b.translation.weights), a.translation.weights.numpy(), atol=1e-4
             )
             assert theirs.words(b).links == ours.words(a).links
+
+
+@pytest.mark.parametrize("name", ["rnn", "tf", "plain"])
+def test_the_export_is_a_step_model_giving_log_probabilities(tiny_runs, exports, name):
+    """The search asks the same of an export as of a torch model (`StepModel`), and its
+    step gives what the run's `step_log_probs` gives: log-probabilities."""
+    model = OnnxModel(exports[name])
+    loaded = load_run(tiny_runs[name])
+    assert isinstance(model, StepModel) and isinstance(loaded.model, StepModel)
+    assert model.uses_attention is loaded.model.uses_attention is (name != "plain")
+    assert model.max_output_tokens is None
+    src, mask = model.array_ops.pad([[5, 6, 7, EOS], [8, EOS]])
+    memory = model.encode(src, mask)
+    prev = np.full((2,), BOS, dtype=np.int64)
+    log_probs, _, _ = model.step_log_probs(prev, model.init_state(memory), memory)
+    assert log_probs.dtype == np.float32
+    np.testing.assert_allclose(np.exp(log_probs).sum(-1), 1.0, atol=1e-5)
+    src_t, mask_t = torch.from_numpy(src), torch.from_numpy(mask)
+    memory_t = loaded.model.encode(src_t, mask_t)
+    with torch.no_grad():
+        expected, _, _ = loaded.model.step_log_probs(
+            torch.from_numpy(prev), loaded.model.init_state(memory_t), memory_t
+        )
+    np.testing.assert_allclose(log_probs, expected.numpy(), atol=1e-4)
 
 
 def test_the_export_describes_itself_and_its_verification(exports):
@@ -170,8 +196,10 @@ def test_every_variant_exports_and_searches_as_ours(tiny_runs, tmp_path, variant
     onnx_model = OnnxModel(out)
     ids = [[*loaded.vocab.src.encode(line), EOS] for line in LINES if line]
     src, mask = pad_batch(ids, torch.device("cpu"))
-    expected = beam_search(model, src, mask, beam_size=3, need_weights=True)
-    got = beam_search(onnx_model, src.numpy(), mask.numpy(), beam_size=3, need_weights=True)
+    expected = beam_search(model, src, mask, SearchOptions(beam=3, need_weights=True))
+    got = beam_search(
+        onnx_model, src.numpy(), mask.numpy(), SearchOptions(beam=3, need_weights=True)
+    )
     for (a,), (b,) in zip(expected, got, strict=True):
         assert b.tokens == a.tokens
         assert b.score == pytest.approx(a.score, abs=1e-4)
@@ -235,7 +263,7 @@ def test_the_ctranslate2_types_listed_are_ctranslate2s():
     assert cli_export.MAX_POSITIONS == ct2_export.MAX_POSITIONS
 
 
-# What the runtime's install leaves out (docs/export.md, runtime-requirements.txt): a test
+# What the runtime's install leaves out (docs/export.md, pyproject.toml's extras): a test
 # process that cannot import them translates with an export as the run does.
 NOT_IN_THE_RUNTIME = ("torch", "matplotlib", "fastapi", "uvicorn", "sacrebleu", "sklearn", "onnx")
 BLOCKER = """

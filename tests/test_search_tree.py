@@ -11,6 +11,7 @@ from tests.test_decode import RANDOM_MODELS, _random_model
 
 from attnmt.data import EOS, pad_batch
 from attnmt.decoding.hypotheses import begin
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.scoring import forced_weights, score_pairs
 from attnmt.decoding.search import alternatives, beam_search, greedy
 from attnmt.decoding.search_tree import ENDED, FINISHED, FORCED, KEPT, PRUNED, ROOT
@@ -23,19 +24,19 @@ def _batch(sources):
     return pad_batch([[*s, EOS] for s in sources], CPU)
 
 
-def _search(model, sources, **options):
+def _search(model, sources, options):
     src, mask = _batch(sources)
     trees = []
-    hyps = beam_search(model, src, mask, trees=trees, need_weights=True, **options)
+    hyps = beam_search(model, src, mask, options, trees=trees)
     return hyps, trees
 
 
 @pytest.mark.parametrize("name", list(RANDOM_MODELS))
 def test_the_tree_is_the_search_that_ran(name):
     model = _random_model(name)
-    options = {"beam_size": 3, "n_best": 3, "max_len_ratio": 1.5}
-    hyps, trees = _search(model, SOURCES, **options)
-    plain = beam_search(model, *_batch(SOURCES), need_weights=True, **options)
+    options = SearchOptions(beam=3, n_best=3, max_len_ratio=1.5, need_weights=True)
+    hyps, trees = _search(model, SOURCES, options)
+    plain = beam_search(model, *_batch(SOURCES), options)
     # Recording changes nothing in what the search finds.
     assert [[h.tokens for h in n] for n in hyps] == [[h.tokens for h in n] for n in plain]
     pruned_seen = 0
@@ -91,8 +92,7 @@ def test_the_steps_streamed_are_the_tree():
         model,
         src,
         mask,
-        beam_size=2,
-        need_weights=True,
+        SearchOptions(beam=2, need_weights=True),
         trees=trees,
         on_step=lambda b, nodes: streamed[b].extend(nodes),
     )
@@ -108,9 +108,9 @@ def test_the_steps_streamed_are_the_tree():
 def test_greedy_tree_is_a_path_equal_to_greedy_output(name):
     model = _random_model(name)
     src, mask = _batch(SOURCES)
-    plain = greedy(model, src, mask, need_weights=True)
+    plain = greedy(model, src, mask, SearchOptions(need_weights=True))
     trees = []
-    beam_search(model, src, mask, beam_size=1, need_weights=True, trees=trees)
+    beam_search(model, src, mask, SearchOptions(beam=1, need_weights=True), trees=trees)
     for hyp, tree in zip(plain, trees, strict=True):
         spine = [n for n in tree.nodes if n.status in (ROOT, KEPT, FINISHED)]
         assert [n.depth for n in spine] == list(range(len(spine)))
@@ -124,10 +124,10 @@ def test_forcing_the_models_own_start_gives_back_its_translation(name):
     model = _random_model(name)
     for source in SOURCES:
         src, mask = _batch([source])
-        (own,) = greedy(model, src, mask, need_weights=True)
+        (own,) = greedy(model, src, mask, SearchOptions(need_weights=True))
         for k in range(len(own.tokens) + 1):
             prefix = torch.tensor([own.tokens[:k]])
-            (again,) = greedy(model, src, mask, prefix=prefix, need_weights=True)
+            (again,) = greedy(model, src, mask, SearchOptions(need_weights=True), prefix=prefix)
             assert again.tokens == own.tokens
             assert again.log_prob == pytest.approx(own.log_prob, abs=1e-4)
             torch.testing.assert_close(again.weights, own.weights, atol=1e-5, rtol=0)
@@ -136,10 +136,10 @@ def test_forcing_the_models_own_start_gives_back_its_translation(name):
         # held, and one of them can push the best's continuation out of the beam later
         # (seen on this rnnsearch: source [4], prefix [9]), so beam search from the model's
         # own prefix is not monotone (docs/decoding.md says so).
-        ((best, *_),) = beam_search(model, src, mask, beam_size=3)
+        ((best, *_),) = beam_search(model, src, mask, SearchOptions(beam=3))
         for k in (0, len(best.tokens)):
             prefix = torch.tensor([best.tokens[:k]])
-            ((again, *_),) = beam_search(model, src, mask, beam_size=3, prefix=prefix)
+            ((again, *_),) = beam_search(model, src, mask, SearchOptions(beam=3), prefix=prefix)
             assert again.tokens == best.tokens
             assert again.score == pytest.approx(best.score, abs=1e-4)
 
@@ -152,11 +152,13 @@ def test_a_forced_prefix_appears_verbatim_and_is_scored_as_score_scores_it(name,
     src, mask = _batch(SOURCES[:2])
     prefix = torch.tensor(forced)
     if beam == 1:
-        hyps = greedy(model, src, mask, prefix=prefix, need_weights=True)
+        hyps = greedy(model, src, mask, SearchOptions(need_weights=True), prefix=prefix)
     else:
         hyps = [
             h[0]
-            for h in beam_search(model, src, mask, beam_size=beam, prefix=prefix, need_weights=True)
+            for h in beam_search(
+                model, src, mask, SearchOptions(beam=beam, need_weights=True), prefix=prefix
+            )
         ]
     for source, hyp, start in zip(SOURCES, hyps, forced, strict=False):
         assert hyp.tokens[:3] == start
@@ -171,7 +173,7 @@ def test_a_forced_prefix_appears_verbatim_and_is_scored_as_score_scores_it(name,
             (alone,) = greedy(model, alone_src, alone_mask, prefix=torch.tensor([start]))
         else:
             ((alone, *_),) = beam_search(
-                model, alone_src, alone_mask, beam_size=beam, prefix=torch.tensor([start])
+                model, alone_src, alone_mask, SearchOptions(beam=beam), prefix=torch.tensor([start])
             )
         assert alone.tokens == hyp.tokens
 
@@ -185,7 +187,7 @@ def test_a_prefix_is_read_once_and_recorded_as_forced():
     torch.testing.assert_close(start.weights[0], expected, atol=1e-5, rtol=0)
     trees = []
     (_hyps,) = beam_search(
-        model, src, mask, beam_size=3, start=start, trees=trees, need_weights=True
+        model, src, mask, SearchOptions(beam=3, need_weights=True), start=start, trees=trees
     )
     forced = [n for n in trees[0].nodes if n.status == FORCED]
     assert [(n.depth, n.token) for n in forced] == [(1, 7), (2, 8)]
@@ -200,7 +202,9 @@ def test_alternatives_are_the_next_tokens_each_completed_and_scored_whole(name, 
     source = SOURCES[0]
     src, mask = _batch([source])
     prefix = torch.tensor([[6]])
-    found = alternatives(model, src, mask, prefix, count=4, beam_size=beam, need_weights=True)
+    found = alternatives(
+        model, src, mask, prefix, SearchOptions(beam=beam, need_weights=True), count=4
+    )
     assert len(found) == 4
     alts = [hyp for _, _, hyp in found]
     start = begin(model, src, mask, prefix)
@@ -233,7 +237,7 @@ def test_recording_costs_nothing_when_off():
     benchmarks/: this only checks that nothing is recorded behind the caller's back)."""
     model = _random_model("rnnsearch")
     src, mask = _batch(SOURCES)
-    hyps = beam_search(model, src, mask, beam_size=3)
+    hyps = beam_search(model, src, mask, SearchOptions(beam=3))
     assert all(h.node is None for n in hyps for h in n)
 
 
@@ -246,7 +250,9 @@ def test_forced_lengths_give_exactly_that_many_tokens_and_their_true_score(name)
     model = _random_model(name)
     src, mask = _batch(SOURCES)
     want = [1, 7, 12]  # shorter, longer than the sources, and past the default limit
-    hyps = greedy(model, src, mask, exact_lengths=torch.tensor(want), max_len_ratio=1.0)
+    hyps = greedy(
+        model, src, mask, SearchOptions(max_len_ratio=1.0), exact_lengths=torch.tensor(want)
+    )
     assert [len(h.tokens) for h in hyps] == want
     for source, hyp in zip(SOURCES, hyps, strict=True):
         assert EOS not in hyp.tokens
@@ -268,4 +274,4 @@ def test_forced_lengths_give_exactly_that_many_tokens_and_their_true_score(name)
     forced = greedy(model, src, mask, exact_lengths=torch.tensor(want))
     assert [len(h.tokens) for h in forced] == want
     with pytest.raises(ValueError, match="greedy"):
-        translate_ids(model, SOURCES, str, exact_lengths=want, beam_size=2)
+        translate_ids(model, SOURCES, str, SearchOptions(beam=2), exact_lengths=want)

@@ -20,6 +20,7 @@ from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.data.alignments import parse_pharaoh
 from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.runs import load_run
 from attnmt.plotting import load_arrays
 from attnmt.training import train
@@ -302,7 +303,10 @@ def test_translation_weights_are_cut_to_each_source(runs):
     sources = [[4, 5], [4, 5, 6, 7, 8, 9]]  # batched together: the short one is padded
     for beam in (1, 2):
         out = translate_ids(
-            loaded.model, sources, loaded.vocab.tgt.decode, beam_size=beam, need_weights=True
+            loaded.model,
+            sources,
+            loaded.vocab.tgt.decode,
+            SearchOptions(beam=beam, need_weights=True),
         )
         for source, translation in zip(sources, out, strict=True):
             assert translation.weights.shape[-1] == len(source) + 1
@@ -316,11 +320,11 @@ def test_max_len_caps_every_output_whatever_its_source(runs):
     sources = [[4, 5, 6, 7, 8, 9] * 5]  # ratio 2: up to 65 steps; max_len 3: two and EOS
     for beam in (1, 2):
         (capped,) = translate_ids(
-            loaded.model, sources, str, beam_size=beam, max_len=3, need_weights=True
+            loaded.model, sources, str, SearchOptions(beam=beam, max_len=3, need_weights=True)
         )
         assert len(capped.tokens) <= 2 and capped.weights.shape[0] == len(capped.tokens) + 1
     (free,) = translate_ids(loaded.model, sources, str)  # greedy: the same steps, cut
-    (capped,) = translate_ids(loaded.model, sources, str, max_len=3)
+    (capped,) = translate_ids(loaded.model, sources, str, SearchOptions(max_len=3))
     assert capped.tokens == free.tokens[: len(capped.tokens)]
 
 

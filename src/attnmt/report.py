@@ -93,7 +93,7 @@ def evaluate_split(
         )
     alignments = None
     if loaded.cfg.data.corpus in GOLD_CORPORA:
-        if not getattr(loaded.model, "uses_attention", True):
+        if not loaded.model.uses_attention:
             result["alignment"] = {"skipped": "the model has no attention"}
         else:
             result["alignment"], alignments = alignment_report(

@@ -189,7 +189,7 @@ def _other_direction(args: argparse.Namespace, loaded) -> Any:
 
 
 def _needs_attention(run: str, loaded) -> None:
-    if not getattr(loaded.model, "uses_attention", True):
+    if not loaded.model.uses_attention:
         raise UserError(f"--symmetrize-with: {run} has no attention to read links from")
 
 

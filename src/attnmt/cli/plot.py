@@ -30,6 +30,7 @@ from attnmt.data.preparation import decoding_split
 from attnmt.decoding.attention_choice import choose_attention, labels
 from attnmt.decoding.attention_maps import draw_saved, write_attention
 from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.runs import load_run
 from attnmt.decoding.scoring import forced_weights
 from attnmt.decoding.translator import source_limit
@@ -143,7 +144,7 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
     choice = choose_attention(loaded.cfg.model, layer=args.align_layer, head=args.align_head)
     if method is not None:
         check_method(method, loaded.model, choice)
-    elif not getattr(loaded.model, "uses_attention", True):
+    elif not loaded.model.uses_attention:
         raise UserError(
             f"this run's model ({loaded.cfg.model.name}) has no attention; nothing to draw "
             "but an explanation (--explain occlusion, grad-input, integrated-gradients)"
@@ -170,10 +171,12 @@ def draw_split(args: argparse.Namespace, formats: list[str]) -> list[Path]:
             loaded.model,
             sources,
             vocab.tgt.decode,
-            beam_size=args.beam,
-            alpha=args.alpha,
-            max_len_ratio=args.max_len_ratio,
-            need_weights=method is None,
+            SearchOptions(
+                beam=args.beam,
+                alpha=args.alpha,
+                max_len_ratio=args.max_len_ratio,
+                need_weights=method is None,
+            ),
             batch_tokens=args.batch_tokens,
         )
         targets = [t.tokens for t in translations]

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if loaded.cfg.model.name in IMAGE_MODELS:
         raise UserError("attnmt score reads text pairs; this run's model reads images")
     need_weights = args.alignments is not None
-    if need_weights and not getattr(loaded.model, "uses_attention", True):
+    if need_weights and not loaded.model.uses_attention:
         raise UserError(
             f"this run's model ({loaded.cfg.model.name}) has no attention, so it has no "
             "alignments; leave out --alignments"

@@ -231,9 +231,7 @@ class _Session:
             align_offset=args.align_offset,
             # The search's nodes carry their attention rows when the model has attention.
             need_weights=bool(
-                args.alignments
-                or args.plot
-                or (args.search_json and getattr(loaded.model, "uses_attention", True))
+                args.alignments or args.plot or (args.search_json and loaded.model.uses_attention)
             ),
             threshold=args.threshold,
             explained=args.explain is not None,  # --explain's matrices replace the weights

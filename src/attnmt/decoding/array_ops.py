@@ -5,16 +5,14 @@ torch). Only what the two libraries spell differently goes through it; indexing,
 arithmetic, comparisons, `.shape`, `.reshape`, `.sum(axis)`, `.clip` and `.tolist()` are
 written directly, as both libraries share them.
 
-A model says which operations it needs with an `array_ops` attribute (`OnnxModel` has
-numpy's); a model without one is a torch module and gets torch's, on its input's device.
-This module imports neither library.
+A model gives its own as `array_ops` (`attnmt.decoding.step_model.StepModel`): torch's on
+its device for our models (`attnmt.models.torch_ops`), numpy's for an export
+(`attnmt.runtime.arrays`). This module imports neither library.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 
 class ArrayOps(Protocol):
@@ -33,7 +31,6 @@ class ArrayOps(Protocol):
     def tensor(self, data: Any, dtype: Any) -> Any: ...
     def arange(self, n: int) -> Any: ...
     def repeat(self, x: Any, times: int) -> Any: ...  # each element `times` times in a row
-    def log_softmax(self, x: Any) -> Any: ...  # float32, over the last axis
     def topk(self, x: Any, k: int) -> tuple[Any, Any]: ...  # over the last axis
     def take(self, x: Any, index: Any) -> Any: ...  # x[i, index[i, j]] (2-D)
     def argmax(self, x: Any) -> Any: ...  # over the last axis
@@ -45,40 +42,3 @@ class ArrayOps(Protocol):
     def host(self, x: Any) -> Any: ...  # float32 in the host's memory (weights kept)
     def host_index(self, x: Any) -> Any: ...  # an index for host arrays
     def pad(self, rows: Any) -> tuple[Any, Any]: ...  # id lists -> ids (B, S), mask (B, S)
-
-
-def array_ops(model: Any, like: Any) -> ArrayOps:
-    """The operations for `model`'s arrays: its own `array_ops`, else torch's on the device
-    of `like` (a torch module's input)."""
-    ops = getattr(model, "array_ops", None)
-    if ops is not None:
-        return ops
-    from attnmt.decoding.torch_ops import torch_ops
-
-    return torch_ops(like.device)
-
-
-def model_ops(model: Any) -> ArrayOps:
-    """The operations for `model`'s arrays: its own `array_ops`, else torch's on the device
-    of its parameters."""
-    ops = getattr(model, "array_ops", None)
-    if ops is not None:
-        return ops
-    from attnmt.decoding.torch_ops import torch_ops
-
-    return torch_ops(next(model.parameters()).device)
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def without_grad(fn: F) -> F:
-    """Run a search `fn(model, src, ...)` without recording gradients (torch's `no_grad`;
-    nothing for numpy)."""
-
-    @functools.wraps(fn)
-    def run(model: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
-        with array_ops(model, src).no_grad():
-            return fn(model, src, *args, **kwargs)
-
-    return run  # type: ignore[return-value]

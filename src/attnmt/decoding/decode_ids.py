@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from attnmt.data.buckets import DECODE_BATCH_TOKENS, batches_by_length
 from attnmt.data.vocab import EOS
-from attnmt.decoding.array_ops import model_ops
+from attnmt.decoding.array_ops import ArrayOps
 from attnmt.decoding.hypotheses import Hypothesis
+from attnmt.decoding.options import GREEDY, SearchOptions
 from attnmt.decoding.search import beam_search, greedy
 from attnmt.decoding.search_tree import SearchTree, StepHook
+from attnmt.decoding.step_model import StepModel
 
 if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtime)
     from torch import Tensor
@@ -35,16 +37,11 @@ class Translation:
 
 
 def translate_ids(
-    model: Any,
+    model: StepModel,
     sources: Sequence[Sequence[int]],
     decode_text,
+    options: SearchOptions = GREEDY,
     *,
-    beam_size: int = 1,
-    alpha: float = 0.6,
-    n_best: int = 1,
-    max_len_ratio: float = 2.0,
-    max_len: int | None = None,
-    need_weights: bool = False,
     batch_tokens: int = DECODE_BATCH_TOKENS,
     progress=None,
     prefixes: Sequence[Sequence[int] | None] | None = None,
@@ -52,7 +49,8 @@ def translate_ids(
     on_step: StepHook | None = None,
     exact_lengths: Sequence[int] | None = None,
 ) -> list[Translation]:
-    """Translate source id lists (without EOS: it is added, as the batcher does) in batches.
+    """Translate source id lists (without EOS: it is added, as the batcher does) in batches,
+    searched as `options` say (beam 1: greedy search).
 
     `prefixes` (one id list or None per source): each output begins with its forced prefix
     (sentences with prefixes of one length share a batch). `record_search` keeps each
@@ -64,27 +62,28 @@ def translate_ids(
 
     `decode_text(ids) -> str` detokenizes; `progress` (a tqdm bar or None) is advanced by
     the number of sentences in each batch. The output keeps the input order. An output
-    stops at `max_len_ratio` times its source length (plus 5) tokens, the EOS included, or
-    at `max_len` tokens when that is fewer; `max_len` defaults to the model's
-    `max_output_tokens` (image models: an image's source is thousands of pixels long).
+    stops at `options.max_len_ratio` times its source length (plus 5) tokens, the EOS
+    included, or at `options.max_len` tokens when that is fewer; `max_len` defaults to the
+    model's `max_output_tokens` (image models: an image's source is thousands of pixels long).
 
     Shapes:
         Translation.weights (and those of `nbest`): (T, S) RNN, (T, L, H, S) Transformer,
         T = len(tokens) + 1 and S = len(source) + 1 (the EOS on each side), padding cut off.
     """
-    ops = model_ops(model)
-    if exact_lengths is not None and (beam_size, n_best, record_search) != (1, 1, False):
+    ops = model.array_ops
+    beam, n_best = options.beam, options.n_best
+    if exact_lengths is not None and (beam, n_best, record_search) != (1, 1, False):
         raise ValueError("output lengths can be forced in greedy decoding only (beam 1)")
     if exact_lengths is not None and len(exact_lengths) != len(sources):
         raise ValueError(f"{len(exact_lengths)} output lengths for {len(sources)} sources")
-    if max_len is None:
-        max_len = model.max_output_tokens
+    if options.max_len is None:
+        options = replace(options, max_len=model.max_output_tokens)
     was_training = getattr(model, "training", False)  # a torch module; an export has none
     if was_training:
         model.eval()
     results: list[Translation | None] = [None] * len(sources)
     # Beam search multiplies the rows by K: keep the padded-token budget per beam row.
-    budget = max(1, batch_tokens // max(1, beam_size))
+    budget = max(1, batch_tokens // beam)
     sources = [[*s, EOS] for s in sources]
     try:
         for whole in batches_by_length([len(s) for s in sources], budget):
@@ -97,37 +96,17 @@ def translate_ids(
                 hook = None
                 if on_step is not None:
                     hook = _batch_hook(on_step, batch)
-                if beam_size == 1 and n_best == 1 and trees is None and hook is None:
-                    hyps = [
-                        [h]
-                        for h in greedy(
-                            model,
-                            src,
-                            src_mask,
-                            alpha=alpha,
-                            max_len_ratio=max_len_ratio,
-                            max_len=max_len,
-                            need_weights=need_weights,
-                            prefix=prefix,
-                            exact_lengths=None
-                            if exact_lengths is None
-                            else ops.tensor([exact_lengths[i] for i in batch], ops.long),
-                        )
-                    ]
+                if beam == 1 and n_best == 1 and trees is None and hook is None:
+                    lengths = None
+                    if exact_lengths is not None:
+                        lengths = ops.tensor([exact_lengths[i] for i in batch], ops.long)
+                    found = greedy(
+                        model, src, src_mask, options, prefix=prefix, exact_lengths=lengths
+                    )
+                    hyps = [[h] for h in found]
                 else:
                     hyps = beam_search(
-                        model,
-                        src,
-                        src_mask,
-                        beam_size=beam_size,
-                        alpha=alpha,
-                        n_best=n_best,
-                        max_len_ratio=max_len_ratio,
-                        max_len=max_len,
-                        need_weights=need_weights,
-                        prefix=prefix,
-                        trees=trees,
-                        on_step=hook,
+                        model, src, src_mask, options, prefix=prefix, trees=trees, on_step=hook
                     )
                 _keep(results, batch, hyps, trees, sources, decode_text, n_best, ops)
             if progress is not None:
@@ -176,7 +155,7 @@ def _keep(results, batch, hyps, trees, sources, decode_text, n_best, ops) -> Non
         )
 
 
-def _trim(hyp: Hypothesis, width: int, ops: Any) -> Hypothesis:
+def _trim(hyp: Hypothesis, width: int, ops: ArrayOps) -> Hypothesis:
     """The hypothesis with its weights cut to the first `width` source positions."""
     if hyp.weights is None or hyp.weights.shape[-1] == width:
         return hyp

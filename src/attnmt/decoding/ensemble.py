@@ -7,10 +7,10 @@ At every decoder step each member reads the same source and the same prefix and 
 next-token log-probabilities; the ensemble's are their mean (`log-linear`, the default: a
 normalised product of the members' distributions) or the log of their mean probability
 (`linear`, fairseq's and Sockeye's `linear`). Greedy search, beam search and forced
-decoding (scoring, AER) use the ensemble like any model: `Ensemble` keeps the `Seq2Seq`
-step interface. Any model families may be mixed (an RNNsearch with a Transformer) as long
-as they share the source and the target vocabulary: the members read the same source ids
-and their log-probabilities are added id by id.
+decoding (scoring, AER) use the ensemble like any model: `Ensemble` is a `Seq2Seq`, whose
+`step` gives those log-probabilities as its logits. Any model families may be mixed (an
+RNNsearch with a Transformer) as long as they share the source and the target vocabulary:
+the members read the same source ids and their log-probabilities are added id by id.
 
 Attention: each member's weights are returned, reduced to one matrix per member (an RNN's
 attention; a Transformer's chosen layer and head, by default the mean of the
@@ -33,7 +33,7 @@ from attnmt.config.checks import ENSEMBLE_MODES
 from attnmt.decoding.attention_choice import AttentionChoice, choose_attention
 from attnmt.decoding.runs import LoadedRun, load_run
 from attnmt.errors import UserError
-from attnmt.models.base import ModelOutput
+from attnmt.models.base import ModelOutput, Seq2Seq
 
 MODES = ENSEMBLE_MODES
 
@@ -61,11 +61,11 @@ def member_matrix(weights: Tensor, choice: AttentionChoice) -> Tensor:
     return layer.mean(dim=1) if choice.head is None else layer[:, choice.head - 1]
 
 
-class Ensemble(nn.Module):
+class Ensemble(Seq2Seq):
     """Members that decode together (`attnmt.models` step interface; eval mode only)."""
 
     def __init__(
-        self, members: Sequence[nn.Module], choices: Sequence[AttentionChoice], mode: str
+        self, members: Sequence[Seq2Seq], choices: Sequence[AttentionChoice], mode: str
     ) -> None:
         super().__init__()
         if mode not in MODES:
@@ -73,9 +73,8 @@ class Ensemble(nn.Module):
         self.members = nn.ModuleList(members)
         self.choices = list(choices)
         self.mode = mode
-        self.uses_attention = all(getattr(m, "uses_attention", True) for m in members)
-        limits = [getattr(m, "max_output_tokens", None) for m in members]
-        limits = [limit for limit in limits if limit is not None]
+        self.uses_attention = all(m.uses_attention for m in members)
+        limits = [m.max_output_tokens for m in members if m.max_output_tokens is not None]
         self.max_output_tokens = min(limits) if limits else None
 
     def combine(self, logits: Sequence[Tensor]) -> Tensor:

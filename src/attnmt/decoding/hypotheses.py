@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from attnmt.cancel import checkpoint
 from attnmt.data.vocab import BOS, EOS
-from attnmt.decoding.array_ops import ArrayOps, array_ops, without_grad
+from attnmt.decoding.array_ops import ArrayOps
+from attnmt.decoding.step_model import StepModel, without_grad
 
 if TYPE_CHECKING:  # torch tensors or numpy arrays (an export decoded by attnmt.runtime)
     from torch import Tensor
@@ -87,7 +88,7 @@ class Scored:
 
 @without_grad
 def begin(
-    model: Any,
+    model: StepModel,
     src: Tensor,
     src_mask: Tensor,
     prefix: Tensor | None = None,
@@ -101,7 +102,7 @@ def begin(
     Shapes:
         src, src_mask: (B, S); prefix: (B, P) target ids without BOS/EOS
     """
-    ops = array_ops(model, src)
+    ops = model.array_ops
     batch = src.shape[0]
     memory = model.encode(src, src_mask)
     state = model.init_state(memory)
@@ -111,8 +112,9 @@ def begin(
     picked, weights = [], []
     for t in range(prefix.shape[1]):
         checkpoint()
-        logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
-        log_probs = ops.log_softmax(logits)
+        log_probs, state, step_weights = model.step_log_probs(
+            prev, state, memory, need_weights=need_weights
+        )
         prev = prefix[:, t]
         picked.append(ops.take(log_probs, prev[:, None])[:, 0])
         if need_weights:
@@ -134,7 +136,7 @@ def output_limits(
 ) -> Tensor:
     """Each sentence's maximum output length (EOS included): `max_lengths`, capped at
     `max_len`, and always room for the forced prefix and an EOS after it."""
-    limits = max_lengths(src_mask, ratio, ops=ops)
+    limits = max_lengths(src_mask, ratio, ops)
     if max_len is not None:
         limits = limits.clip(max=max_len)
     return limits.clip(min=start.length + 1)
@@ -145,17 +147,14 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def max_lengths(
-    src_mask: Tensor, ratio: float, extra: int = 5, *, ops: ArrayOps | None = None
-) -> Tensor:
+def max_lengths(src_mask: Tensor, ratio: float, ops: ArrayOps, extra: int = 5) -> Tensor:
     """Maximum output length per sentence: ratio × source length + extra. Shapes: (B,)."""
-    ops = ops or array_ops(None, src_mask)
     lengths = ops.astype(src_mask.sum(1), ops.float)
     return ops.astype(lengths * ratio, ops.long) + extra
 
 
 def score_by_steps(
-    model: Any,
+    model: StepModel,
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
     *,
     alpha: float = 0.6,
@@ -168,17 +167,17 @@ def score_by_steps(
     Shapes:
         pairs: (source ids, target ids) without BOS/EOS -> `Scored` as `score_pairs`'s
     """
-    ops = array_ops(model, None)
+    ops = model.array_ops
     out = []
     for source, target in pairs:
         src, mask = ops.pad([[*source, EOS]])
         prefix = ops.tensor([list(target)], ops.long) if target else None
         start = begin(model, src, mask, prefix, need_weights=need_weights)
         checkpoint()
-        logits, _, step_weights = model.step(
+        log_probs, _, step_weights = model.step_log_probs(
             start.prev, start.state, start.memory, need_weights=need_weights
         )
-        eos = float(ops.log_softmax(logits)[0, EOS])
+        eos = float(log_probs[0, EOS])
         token_log_probs = [*start.token_log_probs[0].tolist(), eos]
         total = sum(token_log_probs)
         weights = None

@@ -18,6 +18,7 @@ from attnmt.config import Config, TrainConfig, from_dict
 from attnmt.data import load_vocab
 from attnmt.errors import CheckpointError, ConfigError
 from attnmt.models import build_model
+from attnmt.models.base import Seq2Seq
 
 
 @dataclass
@@ -26,7 +27,7 @@ class LoadedRun:
     checkpoint: Path
     step: int
     cfg: Config
-    model: torch.nn.Module
+    model: Seq2Seq  # an `Ensemble` too (attnmt.decoding.ensemble)
     vocab: object
     members: list[LoadedRun] | None = None  # an ensemble's runs (`inference.ensemble`)
 

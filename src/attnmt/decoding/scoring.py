@@ -23,6 +23,7 @@ from attnmt.data.batching import pad_batch
 from attnmt.data.buckets import DECODE_BATCH_TOKENS, batches_by_length
 from attnmt.data.vocab import BOS, EOS
 from attnmt.decoding.hypotheses import Scored, length_penalty, score_by_steps
+from attnmt.decoding.step_model import StepModel
 from attnmt.errors import UserError
 
 
@@ -79,7 +80,7 @@ def forced_decode(
 
 
 def score_pairs(
-    model: torch.nn.Module,
+    model: StepModel,
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
     *,
     alpha: float = 0.6,
@@ -87,8 +88,9 @@ def score_pairs(
     batch_tokens: int = DECODE_BATCH_TOKENS,
 ) -> list[Scored]:
     """`forced_decode`'s log-probabilities summed and length-normalised as the search does.
-    An ONNX export (`attnmt.runtime`) reads each target step by step (`score_by_steps`)."""
-    if getattr(model, "array_ops", None) is not None:
+    A model that is no torch module (an ONNX export, `attnmt.runtime`) has no teacher-forced
+    pass: it reads each target step by step (`score_by_steps`)."""
+    if not isinstance(model, torch.nn.Module):
         return score_by_steps(model, pairs, alpha=alpha, need_weights=need_weights)
     scored = []
     for log_probs, weights in forced_decode(

@@ -1,11 +1,14 @@
 """Greedy and beam search, batched over sentences, keeping the attention weights.
 
-Both work with any model of `attnmt.models` through its step interface:
+Both work with any model of `attnmt.models`, and an ONNX export, through the step
+interface (`attnmt.decoding.step_model.StepModel`):
 
     memory = model.encode(src, src_mask)
     state = model.init_state(memory)
-    logits, state, weights = model.step(prev_tokens, state, memory, need_weights=...)
+    log_probs, state, weights = model.step_log_probs(prev_tokens, state, memory, need_weights=...)
     memory.select(indices); state.select(indices)     # reorder / expand along batch
+
+How to search (beam, length penalty, lengths, n-best, weights) is one `SearchOptions`.
 
 Every hypothesis comes back with its tokens (no BOS/EOS), its score and, when asked, the
 attention weights that produced each of its tokens: `(T, S)` for an RNN decoder,
@@ -34,14 +37,17 @@ attribute read a step.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from attnmt.cancel import checkpoint
 from attnmt.data.vocab import BOS, EOS, PAD
-from attnmt.decoding.array_ops import array_ops, without_grad
+from attnmt.decoding.array_ops import ArrayOps
 from attnmt.decoding.hypotheses import Hypothesis, Start, begin, length_penalty, output_limits
+from attnmt.decoding.options import BEAM, GREEDY, SearchOptions
 from attnmt.decoding.search_tree import FINISHED, KEPT, PRUNED, Recorder, SearchTree, StepHook
+from attnmt.decoding.step_model import StepModel, without_grad
 
 if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtime)
     from torch import Tensor
@@ -53,20 +59,18 @@ NEVER_EMITTED = (PAD, BOS)
 
 @without_grad
 def greedy(
-    model: Any,
+    model: StepModel,
     src: Tensor,
     src_mask: Tensor,
+    options: SearchOptions = GREEDY,
     *,
-    alpha: float = 0.6,
-    max_len_ratio: float = 2.0,
-    max_len: int | None = None,
-    need_weights: bool = False,
     prefix: Tensor | None = None,
     start: Start | None = None,
     exact_lengths: Tensor | None = None,
 ) -> list[Hypothesis]:
     """Greedy decoding of a batch, one hypothesis per sentence, scored as beam search
-    scores (`alpha`: the length penalty's exponent; it ranks nothing here). With `prefix`
+    scores (`options.alpha`: the length penalty's exponent; it ranks nothing here; `beam`
+    and `n_best` are not read). With `prefix`
     (or a `start` made by `begin`), the output begins with the forced tokens. With
     `exact_lengths`, sentence b has exactly exact_lengths[b] tokens before its EOS (EOS is barred
     before, forced after): a model that cannot decide where to stop is then judged on its
@@ -75,11 +79,12 @@ def greedy(
     Shapes:
         src, src_mask: (B, S); prefix: (B, P); exact_lengths: (B,)
     """
-    ops = array_ops(model, src)
+    ops = model.array_ops
+    need_weights = options.need_weights
     batch = src.shape[0]
     if start is None:
         start = begin(model, src, src_mask, prefix, need_weights=need_weights)
-    limits = output_limits(src_mask, max_len_ratio, max_len, start, ops)
+    limits = output_limits(src_mask, options.max_len_ratio, options.max_len, start, ops)
     if exact_lengths is not None:
         limits = (exact_lengths + 1).clip(min=start.length + 1)  # the EOS included
     memory, state, prev = start.memory, start.state, start.prev
@@ -92,8 +97,9 @@ def greedy(
         weights = [start.weights[:, t] for t in range(start.length)]
     for step in range(start.length, int(limits.max())):
         checkpoint()  # the server's client may have left (attnmt.cancel)
-        logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
-        scores = ops.log_softmax(logits)  # (B, V)
+        scores, state, step_weights = model.step_log_probs(
+            prev, state, memory, need_weights=need_weights
+        )  # (B, V)
         scores[:, NEVER_EMITTED] = float("-inf")  # not words: never output
         if exact_lengths is not None:  # no EOS before the given length
             scores[:, EOS] = ops.where(step < limits - 1, float("-inf"), scores[:, EOS])
@@ -116,7 +122,7 @@ def greedy(
         out.append(
             Hypothesis(
                 tokens=[t for t in token_table[i][:n] if t != EOS],
-                score=float(log_probs[i]) / float(length_penalty(n, alpha)),
+                score=float(log_probs[i]) / float(length_penalty(n, options.alpha)),
                 log_prob=float(log_probs[i]),
                 weights=None if weight_table is None else ops.copy(weight_table[i, :n]),
             )
@@ -126,24 +132,20 @@ def greedy(
 
 @without_grad
 def beam_search(
-    model: Any,
+    model: StepModel,
     src: Tensor,
     src_mask: Tensor,
+    options: SearchOptions = BEAM,
     *,
-    beam_size: int = 5,
-    alpha: float = 0.6,
-    n_best: int = 1,
-    max_len_ratio: float = 2.0,
-    max_len: int | None = None,
-    need_weights: bool = False,
     prefix: Tensor | None = None,
     start: Start | None = None,
     trees: list[SearchTree] | None = None,
     on_step: StepHook | None = None,
 ) -> list[list[Hypothesis]]:
-    """Beam search over a batch; returns the `n_best` hypotheses of each sentence, best first.
+    """Beam search over a batch; returns the `options.n_best` hypotheses of each sentence,
+    best first.
 
-    Beams are kept as a flat batch of B×K rows (K = beam_size). A hypothesis that emits EOS
+    Beams are kept as a flat batch of B×K rows (K = `options.beam`). A hypothesis that emits EOS
     leaves its beam for the sentence's finished list; a sentence is done when it has K
     finished hypotheses or reaches its maximum length (then its live beams are finished
     as they stand). With K = 1 this is exactly greedy decoding.
@@ -156,13 +158,12 @@ def beam_search(
     Shapes:
         src, src_mask: (B, S); prefix: (B, P)
     """
-    if not 1 <= n_best <= beam_size:
-        raise ValueError(f"n_best must be between 1 and beam_size={beam_size}, got {n_best}")
-    ops = array_ops(model, src)
-    batch, k = src.shape[0], beam_size
+    ops = model.array_ops
+    alpha, need_weights = options.alpha, options.need_weights
+    batch, k = src.shape[0], options.beam
     if start is None:
         start = begin(model, src, src_mask, prefix, need_weights=need_weights)
-    limits = output_limits(src_mask, max_len_ratio, max_len, start, ops)
+    limits = output_limits(src_mask, options.max_len_ratio, options.max_len, start, ops)
     expand = ops.repeat(ops.arange(batch), k)  # (B*K,)
     memory = start.memory.select(expand)
     state = start.state.select(expand)
@@ -185,9 +186,11 @@ def beam_search(
     for step in range(start.length, int(limits.max())):
         checkpoint()  # the server's client may have left (attnmt.cancel)
         n = len(ids)
-        logits, state, step_weights = model.step(prev, state, memory, need_weights=need_weights)
-        vocab = logits.shape[-1]
-        log_probs = ops.log_softmax(logits).reshape(n, k, vocab)
+        log_probs, state, step_weights = model.step_log_probs(
+            prev, state, memory, need_weights=need_weights
+        )
+        vocab = log_probs.shape[-1]
+        log_probs = log_probs.reshape(n, k, vocab)
         log_probs[..., NEVER_EMITTED] = float("-inf")  # not words: never output
         at_limit = step >= limits - 1  # (n,)
         limit_at = at_limit.tolist()
@@ -276,7 +279,7 @@ def beam_search(
     results = []
     for b in range(batch):
         hyps = sorted(finished[b], key=lambda h: h.score, reverse=True)
-        results.append(hyps[:n_best])
+        results.append(hyps[: options.n_best])
     if recorder is not None and trees is not None:
         trees.extend(recorder.close(results))
     return results
@@ -288,7 +291,7 @@ def _finish(
     weight_history: Tensor | None,
     row: int,
     alpha: float,
-    ops: Any,
+    ops: ArrayOps,
 ) -> Hypothesis:
     """A finished hypothesis from beam `row`: its tokens, normalised score and weights."""
     length = tokens.shape[0] + 1  # the EOS counts, as it does in greedy's score
@@ -303,21 +306,18 @@ def _finish(
 
 @without_grad
 def alternatives(
-    model: Any,
+    model: StepModel,
     src: Tensor,
     src_mask: Tensor,
     prefix: Tensor | None = None,
+    options: SearchOptions = GREEDY,
     *,
     count: int = 5,
     min_prob: float = 0.0,
-    beam_size: int = 1,
-    alpha: float = 0.6,
-    max_len_ratio: float = 2.0,
-    max_len: int | None = None,
-    need_weights: bool = False,
 ) -> list[tuple[int, float, Hypothesis]]:
     """The `count` most likely next tokens after `prefix`, each completed by the usual
-    search (greedy, or beam search of `beam_size`): CTranslate2's `return_alternatives`.
+    search (greedy, or beam search of `options.beam`, its best hypothesis):
+    CTranslate2's `return_alternatives`.
 
     One sentence. The prefix is read once; the alternatives are its state copied `count`
     times, each with its token forced, and searched as one batch. An alternative whose
@@ -337,13 +337,14 @@ def alternatives(
         )
     if count < 1:
         raise ValueError(f"count must be at least 1, got {count}")
-    ops = array_ops(model, src)
+    ops = model.array_ops
+    alpha, need_weights = options.alpha, options.need_weights
     start = begin(model, src, src_mask, prefix, need_weights=need_weights)
     checkpoint()
-    logits, state, step_weights = model.step(
+    log_probs, state, step_weights = model.step_log_probs(
         start.prev, start.state, start.memory, need_weights=need_weights
     )
-    log_probs = ops.log_softmax(logits)[0]
+    log_probs = log_probs[0]
     log_probs[list(NEVER_EMITTED)] = float("-inf")
     top, tokens = ops.topk(log_probs, min(count, log_probs.shape[0] - len(NEVER_EMITTED)))
     cut = math.log(min_prob) if min_prob > 0 else float("-inf")
@@ -381,19 +382,12 @@ def alternatives(
             log_prob=start.log_prob[rows] + forced_lp,
             weights=None if both is None else both[ops.host_index(rows)],
         )
-        options = dict(
-            alpha=alpha, max_len_ratio=max_len_ratio, max_len=max_len, need_weights=need_weights
-        )
         masks = src_mask[rows]
-        if beam_size == 1:
-            done = greedy(model, src[rows], masks, start=branch, **options)
+        if options.beam == 1:
+            done = greedy(model, src[rows], masks, options, start=branch)
         else:
-            done = [
-                hyps[0]
-                for hyps in beam_search(
-                    model, src[rows], masks, beam_size=beam_size, start=branch, **options
-                )
-            ]
+            one = dataclasses.replace(options, n_best=1)
+            done = [hyps[0] for hyps in beam_search(model, src[rows], masks, one, start=branch)]
         for i, hyp in zip(searched, done, strict=True):
             out[i] = hyp
     return [

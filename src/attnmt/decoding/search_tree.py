@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attnmt.data.vocab import BOS
+from attnmt.decoding.array_ops import ArrayOps
 from attnmt.decoding.hypotheses import Hypothesis, Start, length_penalty
 
 if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtime)
@@ -150,7 +151,7 @@ class Recorder:
     """
 
     def __init__(
-        self, start: Start, k: int, alpha: float, on_step: StepHook | None, ops: Any
+        self, start: Start, k: int, alpha: float, on_step: StepHook | None, ops: ArrayOps
     ) -> None:
         self.k, self.alpha, self.on_step, self.ops = k, alpha, on_step, ops
         batch = start.tokens.shape[0]

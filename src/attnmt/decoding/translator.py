@@ -15,17 +15,17 @@ sentence, as every face shows it, is `attnmt.decoding.records.sentence_record`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from attnmt.alignment.links import WordView, source_words, target_words, word_view
 from attnmt.config import IMAGE_MODELS
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import BOS, EOS, PAD
-from attnmt.decoding.array_ops import model_ops
 from attnmt.decoding.attention_choice import aligning, run_attention
 from attnmt.decoding.decode_ids import Translation, translate_ids
 from attnmt.decoding.hypotheses import Hypothesis
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.search import alternatives
 from attnmt.decoding.search_tree import StepHook
 from attnmt.errors import UserError
@@ -99,9 +99,11 @@ class Alternative:
 class Translator:
     """A loaded run ready to translate text, with alignments and weights when asked.
 
-    Options are those of `attnmt translate` (docs/decoding.md); `align_layer` and
-    `align_head` (1-based) choose the Transformer attention that aligns words; `max_len`
-    caps every output (EOS included) whatever its source length (`translate_ids`).
+    Options are those of `attnmt translate` (docs/decoding.md); the search's (`beam`,
+    `alpha`, `n_best`, `max_len_ratio`, `max_len`, `need_weights`) are kept as one
+    `SearchOptions`, `options`; `align_layer` and `align_head` (1-based) choose the
+    Transformer attention that aligns words; `max_len` caps every output (EOS included)
+    whatever its source length (`translate_ids`).
     `explained`: the caller explains what `translate` returns (`attnmt.explain`'s
     `explain_translations`), so the search decodes no weights (the explanation's matrices
     take their place) and a model without attention is not refused `need_weights`.
@@ -129,14 +131,19 @@ class Translator:
         self.loaded = loaded
         self.record_search = record_search
         self.vocab = loaded.vocab
-        self.beam, self.alpha, self.n_best = beam, alpha, n_best
-        self.max_len_ratio, self.batch_tokens = max_len_ratio, batch_tokens
-        self.max_len = max_len
+        self.options = SearchOptions(
+            beam=beam,
+            alpha=alpha,
+            n_best=n_best,
+            max_len_ratio=max_len_ratio,
+            max_len=max_len,
+            need_weights=need_weights,
+        )
+        self.batch_tokens = batch_tokens
         self.threshold = threshold
         self.choice = run_attention(loaded, layer=align_layer, head=align_head, offset=align_offset)
-        self.need_weights = need_weights
         self.explained = explained
-        if need_weights and not explained and not getattr(loaded.model, "uses_attention", True):
+        if need_weights and not explained and not loaded.model.uses_attention:
             raise UserError(
                 f"this run's model ({loaded.cfg.model.name}) has no attention, so it has no "
                 "alignments or attention plots; leave out --alignments and --plot"
@@ -179,16 +186,14 @@ class Translator:
             where = {id(s): i for i, s in enumerate(sentences)}
             places = [where[id(s)] for s in todo]
             hook = lambda i, nodes: on_step(places[i], nodes)  # noqa: E731
+        options = self.options
+        if self.explained:  # the explanation's matrices replace the weights
+            options = replace(options, need_weights=False)
         results = translate_ids(
             self.loaded.model,
             [s.ids for s in todo],
             self.vocab.tgt.decode,
-            beam_size=self.beam,
-            alpha=self.alpha,
-            n_best=self.n_best,
-            max_len_ratio=self.max_len_ratio,
-            max_len=self.max_len,
-            need_weights=self.need_weights and not self.explained,  # else replaced
+            options,
             batch_tokens=self.batch_tokens,
             progress=progress,
             prefixes=None if prefixes is None else [s.prefix for s in todo],
@@ -230,7 +235,7 @@ class Translator:
         if not sentence.ids:
             sentence.ids = self.vocab.src.encode(sentence.source)[: self.limit]
         model = self.loaded.model
-        ops = model_ops(model)
+        ops = model.array_ops
         src, src_mask = ops.pad([[*sentence.ids, EOS]])
         prefix = None
         if sentence.prefix:
@@ -239,18 +244,11 @@ class Translator:
         if was_training:
             model.eval()
         try:
+            options = self.options
+            if options.max_len is None:
+                options = replace(options, max_len=model.max_output_tokens)
             hyps = alternatives(
-                model,
-                src,
-                src_mask,
-                prefix,
-                count=count,
-                min_prob=min_prob,
-                beam_size=self.beam,
-                alpha=self.alpha,
-                max_len_ratio=self.max_len_ratio,
-                max_len=self.max_len if self.max_len is not None else model.max_output_tokens,
-                need_weights=self.need_weights,
+                model, src, src_mask, prefix, options, count=count, min_prob=min_prob
             )
         finally:
             if was_training:

@@ -35,6 +35,7 @@ from attnmt.data.synthetic import TASKS
 from attnmt.data.types import Example
 from attnmt.decoding.attention_choice import AttentionChoice, aligning, choose_attention
 from attnmt.decoding.decode_ids import translate_ids
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.runs import LoadedRun
 from attnmt.decoding.scoring import forced_weights
 from attnmt.metrics import bleu_by_length, bleu_tokenizer, corpus_scores, tokenizer_note
@@ -80,9 +81,7 @@ def evaluate_examples(
             loaded.model,
             sources,
             vocab.tgt.decode,
-            beam_size=beam,
-            alpha=alpha,
-            max_len_ratio=max_len_ratio,
+            SearchOptions(beam=beam, alpha=alpha, max_len_ratio=max_len_ratio),
             batch_tokens=batch_tokens,
             progress=bar,
         )

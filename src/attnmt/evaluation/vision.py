@@ -87,7 +87,7 @@ def image_report(
             "from the canvases made again from the run's config (a stale data cache?); "
             "delete its folder under data.cache_dir and run again"
         )
-    if getattr(loaded.model, "uses_attention", True):
+    if loaded.model.uses_attention:
         report["localisation"] = localisation(loaded, examples, canvases, batch_tokens=batch_tokens)
     return report
 

@@ -44,6 +44,7 @@ from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import EOS, UNK
 from attnmt.decoding.attention_choice import AttentionChoice, select
 from attnmt.decoding.scoring import forced_decode
+from attnmt.decoding.step_model import StepModel
 from attnmt.errors import UserError
 from attnmt.explain.gradients import gradient_times_input, input_site, integrated_gradients
 from attnmt.explain.names import (
@@ -86,10 +87,10 @@ class Explanation:
         return self.method in ATTENTION_METHODS
 
 
-def check_method(method: str, model: nn.Module, choice: AttentionChoice) -> None:
+def check_method(method: str, model: StepModel, choice: AttentionChoice) -> None:
     """`UserError` naming the choices when `method` is unknown or does not fit the model."""
     model_name = type(model).__name__
-    if getattr(model, "array_ops", None) is not None:  # attnmt.runtime: graphs, no autograd
+    if not isinstance(model, nn.Module):  # an export (attnmt.runtime): graphs, no autograd
         raise UserError(
             "explanations need the run itself: an ONNX export decodes and shows its attention "
             "but has no gradients or masked re-reading; use the run (attnmt translate RUN)"
@@ -100,7 +101,7 @@ def check_method(method: str, model: nn.Module, choice: AttentionChoice) -> None
         raise UserError(
             f"unknown explanation method {method!r}; choose one of {', '.join(METHODS)}"
         )
-    if method in ATTENTION_METHODS and not getattr(model, "uses_attention", True):
+    if method in ATTENTION_METHODS and not model.uses_attention:
         raise UserError(
             f"the {method} explanation reads the attention, and this {model_name} model has "
             "none; "

@@ -264,7 +264,7 @@ def verify(model: torch.nn.Module, directory: Path, loaded: LoadedRun) -> dict:
         for _ in range(VERIFY_STEPS):
             logits, state, weights = model.step(prev, state, memory, need_weights=True)
             expected = torch.log_softmax(logits.float(), dim=-1).numpy()
-            got, flat_state, attention = onnx_model.step(
+            got, flat_state, attention = onnx_model.step_log_probs(
                 prev.numpy(), flat_state, flat_memory, need_weights=True
             )
             worst["log_probs"] = max(worst["log_probs"], float(np.abs(got - expected).max()))

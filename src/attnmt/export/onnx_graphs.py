@@ -183,14 +183,14 @@ class StepGraph(nn.Module):
                 self_kv=list(zip(state[0::2], state[1::2], strict=True)),
                 step=state[0].shape[2],  # the position: how many target tokens were read
             )
-            logits, st, weights = self.model.step(prev, st, mem, need_weights=True)
+            log_probs, st, weights = self.model.step_log_probs(prev, st, mem, need_weights=True)
             caches = [x for kv in st.self_kv for x in kv]  # (B, H, t + 1, Dh) each
-            return (torch.log_softmax(logits.float(), dim=-1), *caches, weights)
+            return (log_probs, *caches, weights)
         mem = RNNMemory(mask=src_mask, **dict(zip(self.layout.memory, memory, strict=True)))
         fields = dict(zip(self.layout.state, state, strict=True))
         st = RNNState(**{"step": 0, **fields})
-        logits, st, weights = self.model.step(prev, st, mem, need_weights=True)
-        out = [torch.log_softmax(logits.float(), dim=-1)]
+        log_probs, st, weights = self.model.step_log_probs(prev, st, mem, need_weights=True)
+        out = [log_probs]
         out += [getattr(st, n) for n in self.layout.state]
         if self.layout.attention:
             out.append(weights)

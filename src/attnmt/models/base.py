@@ -7,8 +7,11 @@ can reorder, and the `Seq2Seq` interface the trainer and the decoders use.
     logits, state, weights = model.step(prev_tokens, state, memory, need_weights=False)
     memory.select(indices); state.select(indices)               # beam reorder / expand
 
-`step` gives the same logits as `forward` at every position (eval mode). Nothing is kept on
-a module between calls: attention weights are returned, never stored.
+`step` gives the same logits as `forward` at every position (eval mode); the searches read
+`step_log_probs`, the same step as log-probabilities, over `array_ops` (torch's, on the
+model's device): what `attnmt.decoding.step_model.StepModel` asks of every model, ONNX
+exports included. Nothing is kept on a module between calls: attention weights are
+returned, never stored.
 
 Shapes legend: B batch, S source length, T target length, D width, H heads, Dh head width,
 V vocabulary, L layers.
@@ -22,6 +25,8 @@ from typing import Any, Self
 
 import torch
 from torch import Tensor, nn
+
+from attnmt.models.torch_ops import TorchOps, torch_ops
 
 
 @dataclass
@@ -106,6 +111,7 @@ class Seq2Seq(nn.Module):
     Subclasses implement `encode`, `init_state`, `step` and `forward`; `uses_attention` says
     whether weights can ever be returned; `max_output_tokens` caps every output (EOS
     included) whatever the source length, for models whose outputs are short by nature.
+    `step_log_probs` and `array_ops` are what the searches read (`StepModel`).
     """
 
     uses_attention: bool = True
@@ -124,6 +130,20 @@ class Seq2Seq(nn.Module):
     ) -> tuple[Tensor, Any, Tensor | None]:  # pragma: no cover
         """One decoder step. Shapes: prev_tokens (B,) -> logits (B, V), weights or None."""
         raise NotImplementedError
+
+    def step_log_probs(
+        self, prev_tokens: Tensor, state: Any, memory: Any, *, need_weights: bool = False
+    ) -> tuple[Tensor, Any, Tensor | None]:
+        """`step` as the searches read it: the next token's log-probabilities, float32.
+
+        Shapes: prev_tokens (B,) -> log-probabilities (B, V), weights or None."""
+        logits, state, weights = self.step(prev_tokens, state, memory, need_weights=need_weights)
+        return torch.log_softmax(logits.float(), dim=-1), state, weights
+
+    @property
+    def array_ops(self) -> TorchOps:
+        """The searches' array operations for this model: torch's, on its parameters' device."""
+        return torch_ops(next(self.parameters()).device)
 
     def forward(
         self,

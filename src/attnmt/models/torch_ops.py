@@ -1,4 +1,6 @@
-"""torch's spelling of `attnmt.decoding.array_ops.ArrayOps`, for one device."""
+"""torch's spelling of the array operations the searches use (`attnmt.decoding.array_ops
+.ArrayOps`), for one device: what `Seq2Seq.array_ops` gives (numpy's, for an ONNX export, is
+`attnmt.runtime.arrays`)."""
 
 from __future__ import annotations
 
@@ -30,9 +32,6 @@ class TorchOps:
 
     def repeat(self, x: Tensor, times: int) -> Tensor:
         return x.repeat_interleave(times)
-
-    def log_softmax(self, x: Tensor) -> Tensor:
-        return torch.log_softmax(x.float(), dim=-1)
 
     def topk(self, x: Tensor, k: int) -> tuple[Tensor, Tensor]:
         return x.topk(k, dim=-1)

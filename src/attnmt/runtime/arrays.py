@@ -29,14 +29,6 @@ class NumpyOps:
     def repeat(self, x: np.ndarray, times: int) -> np.ndarray:
         return np.repeat(x, times)
 
-    def log_softmax(self, x: np.ndarray) -> np.ndarray:
-        x = x.astype(np.float32, copy=False)
-        top = x.max(axis=-1, keepdims=True)
-        top = np.where(np.isfinite(top), top, 0.0)
-        shifted = x - top
-        with np.errstate(divide="ignore"):  # a row of -inf: log(0) = -inf, as torch gives
-            return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
     def topk(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k largest along the last axis, largest first. One partial sort over each row
         (argpartition), then a full sort of the k kept; rows indexed directly (a search
@@ -92,14 +84,6 @@ class NumpyOps:
         return ids, np.arange(width)[None, :] < lengths[:, None]
 
 
-class LogProbOps(NumpyOps):
-    """For a model whose step gives log-probabilities already (`OnnxModel`: the graph ends
-    in a log-softmax): the search's own log-softmax would only renormalise them."""
-
-    def log_softmax(self, x: np.ndarray) -> np.ndarray:
-        return x.astype(np.float32, copy=False)
-
-
 # onnxruntime's TopK operator as a one-node ONNX graph (opset 20, IR 10), its bytes written
 # out so that the runtime needs no `onnx` package to make it (tests/test_onnx_export.py
 # rebuilds it with onnx.helper and compares).
@@ -112,8 +96,8 @@ TOPK_GRAPH = bytes.fromhex(
 )
 
 
-class OnnxRuntimeOps(LogProbOps):
-    """`LogProbOps` with the large top-k done by onnxruntime's TopK (C++, a heap per row):
+class OnnxRuntimeOps(NumpyOps):
+    """`NumpyOps` with the large top-k done by onnxruntime's TopK (C++, a heap per row):
     a beam search over a batch ranks (sentences × beams) rows of the whole vocabulary every
     step, where numpy's argpartition was a fifth of the decoding (RNNsearch, beam 5, the
     test book in batches: 200 x 8,000 in 2.4 ms by numpy, 0.6 ms by onnxruntime, 1.1 ms by
@@ -145,4 +129,3 @@ class OnnxRuntimeOps(LogProbOps):
 
 
 NUMPY = NumpyOps()
-LOG_PROBS = LogProbOps()

@@ -1,11 +1,12 @@
 """An exported model decoded without torch: its encoder and decoder-step graphs run by
-onnxruntime, behind the same interface as every model of `attnmt.models`, so the same
-search (`attnmt.decoding.search`) drives both:
+onnxruntime, behind the step interface every model of `attnmt.models` keeps
+(`attnmt.decoding.step_model.StepModel`), so the same search (`attnmt.decoding.search`)
+drives both:
 
-    model = OnnxModel.load("exports/rnnsearch-onnx")
+    model = OnnxModel("exports/rnnsearch-onnx")
     memory = model.encode(src, src_mask)             # numpy arrays in, `Fields` out
     state = model.init_state(memory)
-    log_probs, state, weights = model.step(prev, state, memory, need_weights=True)
+    log_probs, state, weights = model.step_log_probs(prev, state, memory, need_weights=True)
     memory.select(rows); state.select(rows)          # beam reorder / expand
 
 What the graphs take and give is in the export's `attnmt.json` (`layout`, written by
@@ -91,10 +92,12 @@ def is_export(directory: str | Path) -> bool:
 
 
 class OnnxModel:
-    """The step interface of `attnmt.models.base.Seq2Seq` over two onnxruntime sessions.
+    """The step interface of `attnmt.models.base.Seq2Seq` (`StepModel`) over two
+    onnxruntime sessions. `step_log_probs` gives what the step graph gives, log-probabilities
+    (the graph ends in the log-softmax of `Seq2Seq.step_log_probs`)."""
 
-    `step` returns log-probabilities (the graph ends in a log-softmax), so the search's
-    operations (numpy's) skip their own."""
+    uses_attention: bool  # the export's layout says (an RNN encoder-decoder has none)
+    max_output_tokens: int | None = None  # only the source length limits an output
 
     def __init__(self, directory: str | Path, *, threads: int | None = None) -> None:
         import onnxruntime as ort
@@ -117,7 +120,6 @@ class OnnxModel:
             for axis, dim in axes.items()
             if dim == "src_len"
         }
-        self.max_output_tokens = None
         self.parameter_count: int = info.get("parameters", 0)
         options = session_options(threads)
         graphs = info["graphs"]
@@ -180,7 +182,7 @@ class OnnxModel:
             arrays[name] = np.zeros((batch, *shape), dtype=np.float32)
         return Fields({name: arrays[name] for name in self.state_names}, lazy=self.rows_input)
 
-    def step(
+    def step_log_probs(
         self, prev: np.ndarray, state: Fields, memory: Fields, *, need_weights: bool = False
     ) -> tuple[np.ndarray, Fields, np.ndarray | None]:
         """Shapes: prev (B,) -> log_probs (B, V), state, weights (B, S) or (B, L, H, S)."""
@@ -200,4 +202,4 @@ class OnnxModel:
             lazy=self.rows_input,
         )
         weights = outputs.get("attention") if need_weights else None
-        return outputs["log_probs"], new_state, weights
+        return outputs["log_probs"].astype(np.float32, copy=False), new_state, weights

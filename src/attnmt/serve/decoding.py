@@ -65,7 +65,7 @@ class RunDecoder:
         self.name = name
         self.loaded = loaded
         self.settings = settings
-        self.has_attention = bool(getattr(loaded.model, "uses_attention", True))
+        self.has_attention = loaded.model.uses_attention
         self.images = ImageRun(loaded) if loaded.cfg.model.name in IMAGE_MODELS else None
         self._translators: dict[tuple[int, str | None, int], Translator] = {}
         self.transformer = loaded.cfg.model.name == "transformer"
@@ -173,7 +173,7 @@ class RunDecoder:
         translator = self._translator(self.settings.beam)
         if source is None:
             source = translator.limit
-        longest = int((source + 1) * translator.max_len_ratio) + 5
+        longest = int((source + 1) * translator.options.max_len_ratio) + 5
         cap = self.loaded.model.max_output_tokens
         return longest if cap is None else min(longest, cap)
 
@@ -276,7 +276,7 @@ class RunDecoder:
         scored = score_pairs(
             self.loaded.model,
             pairs,
-            alpha=translator.alpha,
+            alpha=translator.options.alpha,
             need_weights=need_weights and options.explain is None,
         )
         explained = [None] * len(pairs)
