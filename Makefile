@@ -13,7 +13,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	# Then the project with every feature ([all]: `make demo` needs [train], the suite all
+	# of them) and the suite's tools ([dev]); a plain install is the torch-free runtime.
+	$(BIN)/pip install -q -e '.[all,dev]'
 	# MeCab for Japanese and Korean BLEU as the field tokenizes it (else: characters).
 	$(BIN)/pip install -q -e '.[mecab]' || echo "no MeCab: Japanese and Korean BLEU on characters"
 	# eflomal, the word aligner `attnmt align` runs (docs/alignment.md), builds from source;

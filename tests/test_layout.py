@@ -41,7 +41,7 @@ LAZY_IMPORTS = {
     ("attnmt.alignment.aligners", "eflomal"),
     # The notebook widget bar, only inside a Jupyter kernel with ipywidgets installed.
     ("attnmt.progress", "tqdm.notebook"),
-    # An ONNX export decodes without torch (attnmt.runtime; runtime-requirements.txt):
+    # An ONNX export decodes without torch (attnmt.runtime; a plain install, tests/test_install):
     # the command line loads torch (devices, ensembles, int8), CTranslate2, the ONNX
     # exporter and matplotlib (--plot) only for what needs them; the searches take torch's
     # operations only for a torch model; onnxruntime loads when a session is made (a run's

@@ -7,8 +7,9 @@ fast, without torch). A command module provides:
     def run(args: argparse.Namespace) -> int | None: ...
 
 Commands are thin: they parse, call the library and print. Nothing outside `attnmt.cli`
-imports it. `UserError`s are printed as one line on stderr with exit status 2; Ctrl-C
-exits 130.
+imports it. `UserError`s are printed as one line on stderr with exit status 2, and so is a
+package that one of attnmt's extras installs, missing (`pip install 'attnmt[train]'`);
+Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import importlib
 import sys
 
 from attnmt import __version__
-from attnmt.errors import UserError
+from attnmt.errors import UserError, missing_extra
 
 # command name -> one-line help, in the order --help shows them.
 COMMANDS: dict[str, str] = {
@@ -95,12 +96,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse(argv)
+    command = next((a for a in argv if a in COMMANDS), "")
+    try:
+        args = parse(argv)  # imports the command's module, and what it imports
+    except ModuleNotFoundError as err:
+        return _missing(command, err)
     if args.command is None:
         build_parser().print_help()
         return 0
     try:
         code = _module(args.command).run(args)
+    except ModuleNotFoundError as err:
+        return _missing(args.command, err)
     except UserError as err:
         print(f"attnmt {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -111,3 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     return int(code or 0)
+
+
+def _missing(command: str, err: ModuleNotFoundError) -> int:
+    """A package an extra installs is missing (a plain install, without torch): say which
+    extra, in one sentence, exit 2; any other missing module is a bug and raises."""
+    error = missing_extra(err)
+    if error is None:
+        raise err
+    print(f"attnmt {command}: error: {error}", file=sys.stderr)
+    return 2

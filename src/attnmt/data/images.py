@@ -76,9 +76,9 @@ def _scans() -> tuple[np.ndarray, np.ndarray]:
     0..16 and labels (N,) int64."""
     try:
         from sklearn.datasets import load_digits
-    except ImportError:  # pragma: no cover - a dependency of attnmt
+    except ImportError:  # pragma: no cover - in attnmt's `train` extra
         raise DataError(
-            "the image tasks need scikit-learn's digits; pip install scikit-learn"
+            "the image tasks need scikit-learn's digits: pip install 'attnmt[train]'"
         ) from None
     data = load_digits()
     scans, labels = data.images.astype(np.float32), data.target.astype(np.int64)
