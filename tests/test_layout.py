@@ -1,6 +1,6 @@
 """The package's map stays readable (README.md, "Layout"): no import circles, between
-modules or between packages, nothing imports the commands, imports at the top of modules, no
-file past 600 lines.
+modules or between packages, nothing imports the commands, imports at the top of modules, a
+warning for a file past 600 lines and a failure past 1,000.
 
 An import is an import wherever it is written: at the top of a module or inside a function
 (a lazy import still makes its module depend on the other), so the graph below has both;
@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib
 import tomllib
+import warnings
 from itertools import pairwise
 from pathlib import Path
 
@@ -19,10 +20,12 @@ import pytest
 from attnmt.views.html import PLACEHOLDERS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attnmt"
-# A file past this many lines is asked to be looked at: it holds two concepts, or one that
-# has grown. A file is split by concept, never to pass this number (issue 49: the old cap of
-# 450 split files by size).
-MAX_LINES = 600
+# A file past WARN_LINES is asked to be looked at (a warning in the test report): it holds
+# two concepts, or one that has grown. A file is split by concept, never to pass a number
+# (issue 49: the old hard cap of 450 split files by size). Past MAX_LINES it fails: no one
+# concept of this package has needed that many.
+WARN_LINES = 600
+MAX_LINES = 1000
 # Imports inside functions, each lazy on purpose (the reason is in a comment beside it).
 LAZY_IMPORTS = {
     ("attnmt.training.run", "torch.utils.tensorboard"),  # an optional dependency
@@ -294,9 +297,11 @@ def test_a_lazy_package_keeps_one_list_of_its_names(name):
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_no_file_is_over_600_lines(name):
+def test_a_long_file_is_flagged_and_none_is_past_the_cap(name):
     lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines: does it hold two concepts?"
+    assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines: split it by concept"
+    if lines > WARN_LINES:
+        warnings.warn(f"{MODULES[name]} has {lines} lines: two concepts?", stacklevel=1)
 
 
 def test_the_special_token_ids_are_defined_once():
