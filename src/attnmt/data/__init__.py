@@ -24,6 +24,7 @@ from attnmt.lazy import lazy_names
 
 # name -> the module of attnmt.data that defines it
 _EXPORTS = {
+    "load_pairs": "bible",  # the built-in corpus: every verse two versions both have
     "TokenBatcher": "batching",
     "eval_batches": "batching",
     "pad_batch": "batching",
@@ -49,6 +50,7 @@ _EXPORTS = {
 # ruff: noqa: F401
 if TYPE_CHECKING:
     from attnmt.data.batching import TokenBatcher, collate, eval_batches, pad_batch
+    from attnmt.data.bible import load_pairs
     from attnmt.data.buckets import batches_by_length, padding_fraction
     from attnmt.data.cache import PreparedData
     from attnmt.data.preparation import prepare
