@@ -52,10 +52,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 # The reference runs the chapters load (reference/NAME: RNNsearch, the Transformer and
-# RNNencdec on the built-in English->French corpus), trained until dev BLEU stops improving;
-# resumable, and a finished reference is left alone (docs/reference.md). Hours on 2 CPU
-# cores; the committed ones took 7.5 minutes each on one GPU (REFERENCE_ARGS="--device
-# cuda --minutes 7.5").
+# RNNencdec on the built-in English->French corpus, trained until dev BLEU stops improving;
+# the four image models at their shipped budgets); resumable, and a finished reference is
+# left alone (docs/reference.md). Hours on 2 CPU cores; the committed text ones took 7.5
+# minutes each on one GPU (REFERENCE_ARGS="--device cuda --minutes 7.5").
 reference: $(STAMP)
 	$(BIN)/python benchmarks/reference.py $(REFERENCE_ARGS)
 

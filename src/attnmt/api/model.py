@@ -124,7 +124,7 @@ class Model:
         methods = [explain] if isinstance(explain, str) else list(explain or [])
         if n_best > beam:
             raise UserError(f"n_best={n_best} needs beam >= {n_best}")
-        has_attention = bool(getattr(self.loaded.model, "uses_attention", True))
+        has_attention = self.loaded.model.uses_attention
         translator = self.translator(
             beam=beam,
             alpha=alpha,
@@ -202,7 +202,7 @@ class Model:
             )
         choice = run_attention(self.loaded, layer=layer, head=head)
         limit = source_limit(self.config.model)
-        has_attention = bool(getattr(self.loaded.model, "uses_attention", True))
+        has_attention = self.loaded.model.uses_attention
         sources = [" ".join(s.split()) for s in sources]
         targets = [" ".join(t.split()) for t in targets]
         encoded = [self.vocab.src.encode(s) for s in sources]
@@ -236,7 +236,7 @@ class Model:
         decoding) and each target word is linked to the source word its attention weighs
         most (plus any above `threshold`), as `attnmt align --method attention` does.
         Each result's `links` are (source word, target word) pairs, 0-based."""
-        if not getattr(self.loaded.model, "uses_attention", True):
+        if not self.loaded.model.uses_attention:
             raise UserError(
                 f"this run's model ({self.config.model.name}) has no attention, so it has no "
                 "alignments"

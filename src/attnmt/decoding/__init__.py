@@ -10,7 +10,8 @@
 
 Modules: `search` (greedy and beam search, both returning attention weights) over
 `hypotheses` (what a search starts from and returns) and `array_ops` (the array operations
-a search uses: `torch_ops` for a torch model, `attnmt.runtime.arrays` for an ONNX export),
+a search uses: `attnmt.models.torch_ops` for a torch model, `attnmt.runtime.arrays` for an
+ONNX export),
 `search_tree` (the search recorded as a tree), `decode_ids` (id lists in batches),
 `translator` (text in, hypotheses with weights out), `records` (what became of a sentence
 as JSON-ready data, the one record every face shows), `runs` (loading a run), `loading`
