@@ -33,7 +33,7 @@ from attnmt.decoding.records import (
 )
 from attnmt.decoding.translator import Sentence
 from attnmt.explain.methods import Explanation
-from attnmt.serve import schemas, search_schemas
+from attnmt.serve import schemas
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = SimpleNamespace(src=SymbolVocab(), tgt=SymbolVocab())  # "0" is id 4, "1" id 5, ...
@@ -159,11 +159,11 @@ SERVED = [
     (schemas.ScoreResult, _keys(SentenceRecord) - NOT_SERVED | {"error"}),
     (schemas.AttentionMap, _keys(AttentionMap)),
     (schemas.ExplanationInfo, _keys(ExplanationRecord)),
-    (search_schemas.PrefixInfo, _keys(PrefixRecord)),
-    (search_schemas.AlternativeResult, _keys(AlternativeRecord)),
-    (search_schemas.SearchRecord, _keys(SearchRecord)),
+    (schemas.PrefixInfo, _keys(PrefixRecord)),
+    (schemas.AlternativeResult, _keys(AlternativeRecord)),
+    (schemas.SearchRecord, _keys(SearchRecord)),
     # `attention_heads` is --search-json's alone (every layer and head of every node).
-    (search_schemas.SearchNode, _keys(SearchNode) - {"attention_heads"}),
+    (schemas.SearchNode, _keys(SearchNode) - {"attention_heads"}),
 ]
 
 

@@ -39,10 +39,13 @@ from attnmt.errors import UserError
 from attnmt.serve.body import BodyLimit, unreadable
 from attnmt.serve.decoding import RunDecoder, Settings
 from attnmt.serve.images import MAX_EXAMPLES, size_problem
-from attnmt.serve.info_schemas import Health, ModelInfo, ModelList, QueueState
 from attnmt.serve.schemas import (
     ErrorBody,
     ExampleList,
+    Health,
+    ModelInfo,
+    ModelList,
+    QueueState,
     ReadRequest,
     ReadResponse,
     ScoreRequest,

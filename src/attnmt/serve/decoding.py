@@ -28,8 +28,16 @@ from attnmt.explain import METHODS, check_method, explain, explain_translations
 from attnmt.models.vision import cell_boxes
 from attnmt.serve.budget import LineSize, refusal
 from attnmt.serve.images import ImageRun
-from attnmt.serve.info_schemas import AttentionInfo, BestDev, Limits, ModelInfo
-from attnmt.serve.schemas import MAX_BEAM, ImageResult, LineResult, ScoreResult
+from attnmt.serve.schemas import (
+    MAX_BEAM,
+    AttentionInfo,
+    BestDev,
+    ImageResult,
+    Limits,
+    LineResult,
+    ModelInfo,
+    ScoreResult,
+)
 from attnmt.serve.stream import step_event
 from attnmt.serve.validation import clean_line
 from attnmt.serve.worker import Options

@@ -33,8 +33,7 @@ from attnmt.decoding.translator import Sentence, Translator
 from attnmt.evaluation.vision import glimpse_path, pixel_map, split_canvases
 from attnmt.explain import explain
 from attnmt.models.vision import DOWNSAMPLE, MAX_SYMBOLS, grid_size
-from attnmt.serve.info_schemas import ImageInfo
-from attnmt.serve.schemas import MAX_LEVEL, ExplanationInfo, ImageExample, ImageResult
+from attnmt.serve.schemas import MAX_LEVEL, ExplanationInfo, ImageExample, ImageInfo, ImageResult
 
 MAX_DIGITS = MAX_SYMBOLS  # symbols read in one image before the reading is cut (tasks: <= 5)
 MAX_EXAMPLES = 32  # canvases per GET /api/examples

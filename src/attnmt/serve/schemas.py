@@ -10,7 +10,9 @@ A run reads text (`TranslateRequest`) or images (`ReadRequest`: the digit tasks 
 `attnmt.data.images`, an image a list of rows of grey levels 0..16); `ModelInfo.input`
 says which. A line's answer (`LineResult`, `ScoreResult`) and the models in it are the
 sentence record of `attnmt.decoding.records` field for field (tests/test_records.py),
-with descriptions for the OpenAPI schema.
+with descriptions for the OpenAPI schema; so are a search's answers (its nodes, the forced
+prefix, the alternatives). Last, the answers about the server and its runs (`GET
+/api/model(s)`: `ModelInfo`, `GET /api/health`).
 """
 
 from __future__ import annotations
@@ -27,15 +29,10 @@ from pydantic import (
 )
 
 from attnmt.explain import METHODS
-from attnmt.serve.search_schemas import (
-    MAX_ALTERNATIVES,
-    AlternativeResult,
-    PrefixInfo,
-    SearchRecord,
-)
 from attnmt.serve.validation import MAX_LEVEL, exactly_one, image_problem, whole
 
 MAX_BEAM = 16
+MAX_ALTERNATIVES = 16
 MAX_IG_STEPS = 256
 # Whole numbers, 5.0 as 5 (validation.py). The bounds come before the validator: after it,
 # or on a field of `Beam | None`, pydantic publishes them as "ge"/"le", which JSON Schema
@@ -47,6 +44,67 @@ Level = Annotated[int, Field(ge=0, le=MAX_LEVEL), BeforeValidator(whole)]
 # An image is a non-empty list of non-empty rows (published as minItems; that the rows are
 # equally long, which JSON Schema cannot say, `image_problem` checks).
 Image = Annotated[list[Annotated[list[Level], Field(min_length=1)]], Field(min_length=1)]
+
+
+# --- a search: its nodes, the forced prefix, the alternatives after it ---------------------
+# The records of `attnmt.decoding.records` (`SearchNode`, `SearchRecord`, `PrefixRecord`,
+# `AlternativeRecord`) field for field (tests/test_records.py); docs/decoding.md describes
+# the fields. Answers of `POST /api/translate` with "search", "prefix" or "alternatives",
+# and the stream's final answer.
+
+
+class SearchNode(BaseModel):
+    """One candidate of a recorded search: `piece` appended to its parent's hypothesis."""
+
+    id: int
+    parent: int | None = Field(description="the node it extends; null for the root")
+    depth: int = Field(description="subwords from the root (the root 0)")
+    token: int = Field(description="the subword's id (the root: <s>)")
+    piece: str
+    status: str = Field(
+        description="root, forced (a prefix subword), kept (extended at the next step), "
+        "pruned (lost the ranking at its step), finished (an </s> that ended a hypothesis), "
+        "ended (in the beam when the search stopped)"
+    )
+    log_prob: float = Field(description="the subword's log-probability")
+    cum_log_prob: float = Field(description="the hypothesis' log-probability, what beams rank")
+    score: float = Field(description="cum_log_prob over the length penalty of `depth` subwords")
+    best: bool = Field(description="on the path of the best finished hypothesis")
+    rank: int | None = Field(description="finished nodes: their place in the n-best list")
+    rejected: list[tuple[str, float]] = Field(
+        description="on an expanded node: its best next subwords that went nowhere, with "
+        "their log-probabilities"
+    )
+    attention: list[float] | None = Field(
+        description="the attention row that produced the subword (the aligning map)"
+    )
+
+
+class SearchRecord(BaseModel):
+    beam: int
+    alpha: float
+    source_pieces: list[str]
+    nodes: list[SearchNode]
+    nbest: list[int] = Field(description="ids of the returned hypotheses' finished nodes")
+
+
+class PrefixInfo(BaseModel):
+    text: str = Field(description="the forced prefix as text")
+    tokens: int = Field(description="how many subwords it is")
+    pieces: list[str]
+    ids: list[int] = Field(description="its subword ids (a 'prefix' to send again)")
+
+
+class AlternativeResult(BaseModel):
+    token: int
+    piece: str = Field(description="the subword after the prefix")
+    prob: float = Field(description="its probability there")
+    log_prob_token: float
+    translation: str = Field(description="prefix, subword and the search's completion")
+    score: float
+    log_prob: float = Field(description="log P of the whole output, as POST /api/score gives")
+    target_pieces: list[str]
+    subword_weights: list[list[float]] | None = None
 
 
 class _Strict(BaseModel):
@@ -373,3 +431,101 @@ class ExampleList(BaseModel):
 
 class ErrorBody(BaseModel):
     detail: str
+
+
+# --- the server and its runs: `GET /api/model(s)`, `GET /api/health` -----------------------
+
+
+class AttentionInfo(BaseModel):
+    score: str = Field(description="dot, general, concat, additive, location, scaled_dot, cosine")
+    scope: str = Field(description="global, local-m or local-p (a window of 2D+1 positions)")
+    mode: str = Field(description="soft or hard")
+    window: int | None = Field(description="D of a local scope")
+
+
+class BestDev(BaseModel):
+    metric: str = Field(description="the dev metric the best checkpoint was chosen by")
+    value: float
+    step: int
+
+
+class Limits(BaseModel):
+    max_body_bytes: int
+    max_lines: int
+    max_line_chars: int
+    max_source_tokens: int = Field(description="longer sources are cut (truncated: true)")
+    max_beam: int
+    max_search_steps: int = Field(
+        description="a request's beam x its lines' longest outputs (2 x (source subwords + 1) "
+        "+ 5 each); more is answered 413"
+    )
+    max_explain_passes: int = Field(
+        description="sequences a request's explanation runs through the model (integrated "
+        "gradients: ig_steps x (target subwords + 1) + 2 a line, a translation's target "
+        "estimated as long as its source; occlusion: source subwords + 1); more is answered 413"
+    )
+
+
+class ImageInfo(BaseModel):
+    """What an image run reads (`ModelInfo.image`)."""
+
+    task: str = Field(description='"digits" (2-5 digits in a row) or "cluttered" (one digit)')
+    height: int = Field(description="rows of pixels")
+    width: int = Field(description="pixels per row")
+    min_level: int = Field(0, description="the lowest grey level (the background)")
+    max_level: int = Field(MAX_LEVEL, description="the highest grey level (full ink)")
+    grid: tuple[int, int] | None = Field(
+        description="show-attend-tell: the rows and columns of grid cells it attends over"
+    )
+    cell: int | None = Field(description="show-attend-tell: a grid cell's side in pixels")
+    glimpses: int | None = Field(description="glimpses: the glimpses taken of each image")
+    max_digits: int = Field(description="a longer reading is cut there (truncated: true)")
+    examples: int = Field(description="test canvases GET /api/examples can give")
+
+
+class ModelInfo(BaseModel):
+    name: str
+    model: Literal[
+        "rnnencdec", "rnnsearch", "luong", "transformer",  # text
+        "show-attend-tell", "show-tell", "glimpses",  # images
+    ]  # fmt: skip
+    input: Literal["text", "image"] = Field(
+        description="what the run reads: text (POST /api/translate) or images (POST /api/read)"
+    )
+    image: ImageInfo | None = Field(description="the images an image run reads; null for text")
+    attention: AttentionInfo | None = Field(
+        description="null for the Transformer (multi-head scaled dot), RNNencdec and "
+        "show-tell (none), and glimpses (its own policy: see image.glimpses)"
+    )
+    has_attention: bool
+    layers: int
+    heads: int | None = Field(description="Transformer attention heads")
+    source_language: str = Field(description="the corpus version or file the source came from")
+    target_language: str
+    parameters: int
+    step: int = Field(description="the training step of the served checkpoint")
+    checkpoint: str
+    best_dev: BestDev | None
+    beam: int = Field(description="the default beam size")
+    explain_methods: list[str] = Field(
+        description="the explanation methods this run answers (a request's explain)"
+    )
+    limits: Limits
+
+
+class ModelList(BaseModel):
+    models: list[ModelInfo]
+
+
+class QueueState(BaseModel):
+    waiting: int
+    capacity: int
+    cancelled: int = Field(
+        description="batches stopped part-way since the start: all their clients had left "
+        "or waited past the timeout"
+    )
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    models: dict[str, QueueState]
