@@ -126,7 +126,7 @@ def test_attnmt_align_gives_the_links_and_reversals_of_python_lists():
     """`attnmt.align` is `attnmt align` without files: the toy corpus's reversed word order
     comes back as links, and every adjacent pair of a sentence is a local reversal."""
     pytest.importorskip("eflomal", reason="eflomal is installed by `make setup`")
-    from attnmt.api.align import align
+    from attnmt.api.alignments import align
 
     rng = np.random.default_rng(1)
     keys = list(WORDS)
@@ -150,7 +150,7 @@ def test_attnmt_align_gives_the_links_and_reversals_of_python_lists():
 
 
 def test_attnmt_align_refuses_what_it_cannot_pair():
-    from attnmt.api.align import align
+    from attnmt.api.alignments import align
 
     for args, message in [
         ((["a b"], None), "give both sources and targets"),

@@ -22,6 +22,7 @@ from attnmt.config import load_config
 from attnmt.data.batching import pad_batch
 from attnmt.data.vocab import EOS
 from attnmt.decoding.attention_choice import AttentionChoice
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.runs import load_run
 from attnmt.decoding.scoring import forced_decode
 from attnmt.decoding.search import beam_search, greedy
@@ -99,12 +100,12 @@ def test_the_search_stops_within_one_step(tiny_model, beam):
     model = counting(tiny_model, calls)
     try:
         search = greedy if beam == 1 else beam_search
-        kwargs = {} if beam == 1 else {"beam_size": beam}
-        full = search(model, src, src_mask, max_len=40, **kwargs)  # not inside stop_when
+        options = SearchOptions(beam=beam, max_len=40)
+        full = search(model, src, src_mask, options)  # not inside stop_when
         assert len(calls) == 40 and len(full) == 2
         calls.clear()
         with stop_when(lambda: len(calls) >= 3), pytest.raises(Cancelled):
-            search(model, src, src_mask, max_len=40, **kwargs)
+            search(model, src, src_mask, options)
         assert len(calls) == 3  # the step after the predicate turned true never ran
     finally:
         del tiny_model.step  # the class's step again

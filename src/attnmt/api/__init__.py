@@ -28,8 +28,8 @@ from attnmt.lazy import lazy_names
 # name -> the module of attnmt.api that defines it. Loaded on first use: `attnmt.load` of
 # an ONNX export imports neither torch nor the training code (`runs`).
 _EXPORTS = {
-    "Alignments": "align",
-    "align": "align",
+    "Alignments": "alignments",
+    "align": "alignments",
     "Model": "model",
     "compare": "model",
     "load": "model",
@@ -45,7 +45,7 @@ _EXPORTS = {
 # from a `__all__` it does not see written out:
 # ruff: noqa: F401
 if TYPE_CHECKING:
-    from attnmt.api.align import Alignments, align
+    from attnmt.api.alignments import Alignments, align
     from attnmt.api.model import Model, compare, load, show
     from attnmt.api.runs import Evaluation, TrainedRun, evaluate, train
 
