@@ -69,7 +69,7 @@ def config_of(name: str) -> Path:
     return CONFIGS / f"{name}.yaml" if name in TEXT else ROOT / "configs" / f"{name}.yaml"
 
 
-def test_beam(name: str) -> int:
+def beam_of(name: str) -> int:
     """Beam 5 on text, as the field reports; greedy on images, as docs/results.md does."""
     return 5 if name in TEXT else 1
 
@@ -137,7 +137,7 @@ def finish(name: str, args: argparse.Namespace) -> dict:
     (staging / "checkpoints" / "latest.json").write_text(
         json.dumps({"checkpoint": best["checkpoint"], "step": best["step"]}, indent=1)
     )
-    beam = test_beam(name)
+    beam = beam_of(name)
     evaluate = attnmt("evaluate", str(staging), "--beam", str(beam), "--device", args.device)
     if args.eval_limit:
         evaluate += ["--limit", str(args.eval_limit)]
