@@ -32,31 +32,42 @@ def append_result(path: Path, record: dict) -> None:
         out.write(json.dumps(record) + "\n")
 
 
-def matmul_gflops(n: int, dtype: torch.dtype, *, seconds: float = 0.4) -> float:
+def matmul_gflops(
+    n: int, dtype: torch.dtype, *, seconds: float = 0.4, device: str = "cpu"
+) -> float:
     """GFLOP/s of an (n, n) @ (n, n) product in `dtype`, the best of repeated runs that
     together take about `seconds` (at least one run after a warm-up)."""
-    a = torch.randn(n, n).to(dtype)
-    b = torch.randn(n, n).to(dtype)
-    torch.matmul(a, b)  # warm-up: kernel selection, caches
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    cuda = torch.device(device).type == "cuda"
+
+    def run() -> None:
+        torch.matmul(a, b)
+        if cuda:  # the kernel is queued, not finished, until the GPU says so
+            torch.cuda.synchronize()
+
+    run()  # warm-up: kernel selection, caches
     flops = 2.0 * n**3
     best = float("inf")
     spent = 0.0
     while spent < seconds or best == float("inf"):
         started = time.perf_counter()
-        torch.matmul(a, b)
+        run()
         took = time.perf_counter() - started
         best = min(best, took)
         spent += took
     return flops / best / 1e9
 
 
-def matmul_peak(dtype: torch.dtype, *, seconds: float = 0.4, sizes=SIZES) -> dict:
+def matmul_peak(
+    dtype: torch.dtype, *, seconds: float = 0.4, sizes=SIZES, device: str = "cpu"
+) -> dict:
     """The best GFLOP/s over `sizes`. An emulated dtype (bf16 without AMX/AVX512-BF16 runs
     ~150x slower) stops after the first size once it is clearly slow, so that measuring it
     never takes minutes."""
     rates = {}
     for n in sizes:
-        rates[n] = round(matmul_gflops(n, dtype, seconds=seconds), 1)
+        rates[n] = round(matmul_gflops(n, dtype, seconds=seconds, device=device), 1)
         if rates[n] < 20:  # emulated: a larger size would only take longer
             break
     best = max(rates, key=rates.get)
@@ -64,9 +75,20 @@ def matmul_peak(dtype: torch.dtype, *, seconds: float = 0.4, sizes=SIZES) -> dic
     return {"gflops": rates[best], "size": best, "by_size": {str(n): r for n, r in rates.items()}}
 
 
-def describe(*, seconds: float = 0.4, sizes=SIZES) -> dict:
-    """CPU model, cores, flags, torch, threads and the measured fp32 / bf16 peaks."""
+GPU_SIZES = (4096, 8192)  # a GPU reaches its peak only on large products
+
+
+def describe(*, seconds: float = 0.4, sizes=SIZES, device: str = "cpu") -> dict:
+    """CPU model, cores, flags, torch, threads and the measured fp32 / bf16 peaks (of the
+    GPU with `device="cuda"`, named in "gpu"; fp32 there is what PyTorch's default
+    matrix precision gives, TF32 off)."""
     flags = cpu_flags()
+    gpu = torch.device(device).type == "cuda"
+    sizes = GPU_SIZES if gpu and sizes == SIZES else sizes
+    peak = {
+        name: matmul_peak(dtype, seconds=seconds, sizes=sizes, device=device)
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+    }
     return {
         "cpu": cpu_model(),
         "machine": platform.machine(),
@@ -74,10 +96,8 @@ def describe(*, seconds: float = 0.4, sizes=SIZES) -> dict:
         "threads": torch.get_num_threads(),
         "flags": sorted(flags & NOTABLE_FLAGS),
         "torch": torch.__version__,
-        "peak": {
-            "fp32": matmul_peak(torch.float32, seconds=seconds, sizes=sizes),
-            "bf16": matmul_peak(torch.bfloat16, seconds=seconds, sizes=sizes),
-        },
+        **({"gpu": torch.cuda.get_device_name(device)} if gpu else {}),
+        "peak": peak,
     }
 
 

@@ -34,18 +34,34 @@ from attnmt.training.run import Progress, build_optimizer, seed_everything
 class Trainer:
     """A config's model, optimizer and batches, stepped exactly as `attnmt train` steps."""
 
-    def __init__(self, config: str, overrides: list[str] | None = None, *, batches: int = 30):
+    def __init__(
+        self,
+        config: str,
+        overrides: list[str] | None = None,
+        *,
+        batches: int = 30,
+        device: str = "cpu",
+        compile: bool = False,
+    ):
         self.cfg = cfg = load_config(config, list(overrides or []))
         seed_everything(cfg.train.seed)
         data = prepare(cfg.data)
-        device = pick_device("cpu")  # denormals flushed, malloc tuned, as `attnmt train`
-        self.precision = choose_precision(cfg.train.precision, device, cfg.model.name)
-        self.model = build_model(cfg.model, data.vocab.src_vocab_size, data.vocab.tgt_vocab_size)
-        self.model.train()
-        self.optimizer = build_optimizer(cfg, self.model)
+        # On the CPU: denormals flushed, malloc tuned, as `attnmt train` does.
+        self.device = pick_device(device)
+        self.precision = choose_precision(cfg.train.precision, self.device, cfg.model.name)
+        model = build_model(cfg.model, data.vocab.src_vocab_size, data.vocab.tgt_vocab_size)
+        model.to(self.device).train()
+        self.parameters = sum(p.numel() for p in model.parameters())
+        self.optimizer = build_optimizer(cfg, model)
+        # torch.compile wraps the module; parameters, optimizer and attributes stay the same.
+        self.model = torch.compile(model) if compile else model
         batcher = TokenBatcher(data.train, batch_tokens=cfg.data.batch_tokens, seed=cfg.train.seed)
-        self.batches = [next(batcher) for _ in range(batches)]
-        self.parameters = sum(p.numel() for p in self.model.parameters())
+        self.batches = [next(batcher).to(self.device) for _ in range(batches)]
+
+    def sync(self) -> None:
+        """Wait for the GPU's queued work (a no-op on the CPU), so that a clock reads it."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def loss(self, batch) -> torch.Tensor:
         loss, _ = batch_loss(
@@ -74,18 +90,29 @@ def measure(
     warmup: int = 5,
     rounds: int = 2,
     peak: dict | None = None,
+    device: str = "cpu",
+    compile: bool = False,
 ) -> dict:
-    """Tokens/s over `rounds` passes of `steps` batches (after `warmup` others), FLOPs per
-    step and MFU against `peak` (the `machine.describe()["peak"]` dict)."""
-    trainer = Trainer(config, overrides, batches=warmup + steps)
+    """Tokens/s over `rounds` passes of `steps` batches (after `warmup` others, each timed
+    alone in `first_steps_s`), FLOPs per step and MFU against `peak` (the
+    `machine.describe()["peak"]` dict); on a GPU, the allocator's peak memory too."""
+    trainer = Trainer(config, overrides, batches=warmup + steps, device=device, compile=compile)
     warm, timed = trainer.batches[:warmup], trainer.batches[warmup:]
+    cuda = trainer.device.type == "cuda"
+    first_steps = []  # each warm-up step alone: start-up costs (kernel choice, compiling)
     for batch in warm:
+        started = time.perf_counter()
         trainer.step(batch)
+        trainer.sync()
+        first_steps.append(round(time.perf_counter() - started, 3))
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(trainer.device)
     seconds = 0.0
     for _ in range(rounds):
         started = time.perf_counter()
         for batch in timed:
             trainer.step(batch)
+        trainer.sync()
         seconds += time.perf_counter() - started
     tokens = sum(int(b.tgt_mask.sum()) for b in timed) * rounds
     with FlopCounterMode(display=False) as counter:
@@ -98,45 +125,68 @@ def measure(
         "overrides": list(overrides or []),
         "model": trainer.cfg.model.name,
         "parameters": trainer.parameters,
+        "device": str(trainer.device),
+        "compiled": compile,
         "precision": trainer.precision.name,
         "batch_tokens": trainer.cfg.data.batch_tokens,
         "steps": steps * rounds,
         "seconds": round(seconds, 3),
         "tokens_per_s": round(tokens / seconds, 1),
         "step_ms": round(1e3 * seconds / (steps * rounds), 2),
+        "first_steps_s": first_steps,
         "gflop_per_step": round(flops / (steps * rounds) / 1e9, 3),
         "gflops": round(flops / seconds / 1e9, 2),
     }
+    if cuda:  # the allocator's peak over the timed steps: the model's own tensors, exactly
+        result["peak_allocated_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     if peak:
         result["peak_gflops"] = peak[trainer.precision.name]["gflops"]
         result["mfu"] = round(result["gflops"] / result["peak_gflops"], 4)
     return result
 
 
-def profile(config: str, overrides: list[str] | None = None, *, steps: int = 5, top: int = 12):
-    """The top operators by self CPU time over `steps` training steps, and the share of the
-    step spent outside them (Python, dispatch: what fewer, larger operations would save)."""
+def profile(
+    config: str,
+    overrides: list[str] | None = None,
+    *,
+    steps: int = 5,
+    top: int = 12,
+    device: str = "cpu",
+    compile: bool = False,
+):
+    """The top operators by self time over `steps` training steps (on a GPU, by the time
+    their kernels ran there, and the share of the step the GPU was busy at all), and the
+    share of the step spent outside them (Python, dispatch: what fewer, larger operations
+    would save)."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    trainer = Trainer(config, overrides, batches=steps + 2)
+    trainer = Trainer(config, overrides, batches=steps + 2, device=device, compile=compile)
+    cuda = trainer.device.type == "cuda"
     for batch in trainer.batches[:2]:
         trainer.step(batch)
+    trainer.sync()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     started = time.perf_counter()
-    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+    with torch_profile(activities=activities) as prof:
         for batch in trainer.batches[2:]:
             trainer.step(batch)
+        trainer.sync()
     wall_us = (time.perf_counter() - started) * 1e6
     events = prof.key_averages()
-    ops = sorted(
-        (e for e in events if e.key.startswith("aten::")),
-        key=lambda e: e.self_cpu_time_total,
-        reverse=True,
-    )
-    in_ops = sum(e.self_cpu_time_total for e in events if e.key.startswith("aten::"))
-    calls = sum(e.count for e in events if e.key.startswith("aten::"))
-    return {
+    aten = [e for e in events if e.key.startswith("aten::")]
+
+    def self_time(e) -> float:
+        return e.self_device_time_total if cuda else e.self_cpu_time_total
+
+    ops = sorted(aten, key=self_time, reverse=True)
+    in_ops = sum(e.self_cpu_time_total for e in aten)
+    calls = sum(e.count for e in aten)
+    result = {
         "config": config,
+        "device": str(trainer.device),
+        "compiled": compile,
+        "precision": trainer.precision.name,
         "steps": steps,
         "step_ms": round(wall_us / steps / 1e3, 2),
         "aten_calls_per_step": round(calls / steps),
@@ -145,12 +195,17 @@ def profile(config: str, overrides: list[str] | None = None, *, steps: int = 5, 
             {
                 "op": e.key,
                 "calls_per_step": round(e.count / steps, 1),
-                "self_ms_per_step": round(e.self_cpu_time_total / steps / 1e3, 2),
-                "share": round(e.self_cpu_time_total / wall_us, 3),
+                "self_ms_per_step": round(self_time(e) / steps / 1e3, 3),
+                "share": round(self_time(e) / wall_us, 3),
             }
             for e in ops[:top]
         ],
     }
+    if cuda:  # kernel time over wall time: how much of the step the GPU had work
+        kernels = sum(e.self_device_time_total for e in aten)
+        result["gpu_busy_share"] = round(kernels / wall_us, 3)
+        result["cpu_ms_per_step_in_aten"] = round(in_ops / steps / 1e3, 2)
+    return result
 
 
 def main() -> None:
@@ -159,6 +214,11 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--profile", action="store_true", help="print the top operators too")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    parser.add_argument("--compile", action="store_true", help="the model under torch.compile")
+    parser.add_argument(
+        "--mfu", action="store_true", help="measure the matrix-product peak here and add MFU"
+    )
     parser.add_argument(
         "--no-fused",
         action="store_true",
@@ -169,9 +229,15 @@ def main() -> None:
         from attnmt.models.rnnsearch import RNNSearch
 
         RNNSearch._fusable = lambda self: False
-    print(json.dumps(measure(args.config, args.set, steps=args.steps), indent=1))
+    where = {"device": args.device, "compile": args.compile}
+    peak = None
+    if args.mfu:
+        from machine import describe
+
+        peak = describe(device=args.device)["peak"]
+    print(json.dumps(measure(args.config, args.set, steps=args.steps, peak=peak, **where)))
     if args.profile:
-        print(json.dumps(profile(args.config, args.set), indent=1))
+        print(json.dumps(profile(args.config, args.set, **where)))
 
 
 if __name__ == "__main__":

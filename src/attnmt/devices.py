@@ -145,8 +145,13 @@ PRECISIONS = ("auto", "fp32", "bf16")
 #   1.08-1.10x, Luong 1.23x, RNNencdec 1.19x, the glimpses 1.21x, the Transformer 1.47x,
 #   the CNN image models 1.46-1.57x; whether it changes what the models learn is measured
 #   in docs/training.md (the quickstart at its step budget).
-# - "cuda", a GPU with native bf16: not measured by this project (no GPU here); it takes the
-#   Xeon's list, and the printed reason says so.
+# - "cuda", a GPU with native bf16: an NVIDIA H200 (torch 2.11.0+cu130, 2026-11-28), the
+#   shipped RNNsearch and Transformer with 8,192-token batches (benchmarks/throughput.py
+#   --device cuda, and `attnmt train` itself): bf16 was slower for both, the Transformer's
+#   step 176,000 target tokens/s against 209,000 in fp32, RNNsearch's 101,000 against
+#   125,000 (docs/results.md, "On a GPU"). Models this small leave the GPU waiting for the
+#   host, and bf16 adds casts there. The other families were not measured on a GPU: they
+#   take the Xeon's list, and the printed reason says so.
 BF16_FASTER = {
     "amx": frozenset({"transformer", "rnnencdec", "show-attend-tell", "show-tell"}),
     "avx512_bf16": frozenset(
@@ -154,11 +159,12 @@ BF16_FASTER = {
         | {"show-attend-tell", "show-tell"}
     ),
 }
-BF16_FASTER["cuda"] = BF16_FASTER["amx"]
+BF16_FASTER["cuda"] = BF16_FASTER["amx"] - {"transformer"}  # RNNsearch: not in either
 MEASURED_ON = {
     "amx": "measured on an Intel Xeon with AMX",
     "avx512_bf16": "measured on an AMD EPYC Zen 4 with AVX512-BF16",
-    "cuda": "measured on an Intel Xeon with AMX, not on a GPU",
+    "cuda": "measured on an NVIDIA H200 for rnnsearch and transformer; the other families "
+    "on an Intel Xeon with AMX, not on a GPU",
 }
 # What bf16 costs where it is not native, as measured (docs/training.md): a 1024 x 1024
 # matrix product on an AMD EPYC with AVX2 only.

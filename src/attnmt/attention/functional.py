@@ -239,9 +239,22 @@ def scaled_dot_product(
 # fused kernel is the faster (64 x 32, causal: 2.7 vs 4.7 ms), so only bf16 changes path.
 MATH_MAX_KEYS = 128
 
+# On a GPU, every backend but cuDNN's. PyTorch 2.11 sends bf16 attention with a padding mask
+# to cuDNN first on Hopper, and cuDNN builds an execution plan for each new (batch, length)
+# shape, a hundred milliseconds or more: token-sized batches bring a new shape at almost
+# every step. Measured on an NVIDIA H200 (benchmarks/throughput.py configs/transformer.yaml
+# --device cuda, 8,192-token batches, 2026-11-28): the bf16 step took 192 ms against 27 ms in
+# fp32 (which cuDNN does not take), the GPU busy 5% of it; docs/results.md has the figures
+# without cuDNN.
+GPU_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
 
 def _sdpa(query: Tensor, key: Tensor, value: Tensor, **options) -> Tensor:
-    """`F.scaled_dot_product_attention`, on the math path where that is measured faster."""
+    """`F.scaled_dot_product_attention`, on the math path where that is measured faster,
+    and never through cuDNN's (see `GPU_BACKENDS`)."""
+    if query.device.type == "cuda":
+        with sdpa_kernel(GPU_BACKENDS):
+            return F.scaled_dot_product_attention(query, key, value, **options)
     short = key.shape[-2] <= MATH_MAX_KEYS
     if short and query.device.type == "cpu" and query.dtype == torch.bfloat16:
         with sdpa_kernel(SDPBackend.MATH):
