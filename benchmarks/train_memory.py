@@ -8,8 +8,10 @@ whole life): the model, the optimizer and `--steps` real batches of the config's
 stepped exactly as `attnmt train` steps them (benchmarks/throughput.py's `Trainer`). It
 reports the process's peak resident size (`ru_maxrss`, what `/usr/bin/time -v` calls
 "Maximum resident set size"), the resident size before the first step (the model, the
-optimizer, the data, torch itself), and, over one more step, a tally of the tensors autograd
-saved for the backward (`torch.autograd.graph.saved_tensors_hooks`) by dtype, with the
+optimizer, the data, torch itself), and, over one more step, the peak of the tensors
+PyTorch held (`tensor_peak_mb`: what a GPU's `max_memory_allocated` reports, from the
+profiler's memory events) and a tally of the tensors autograd saved for the backward
+(`torch.autograd.graph.saved_tensors_hooks`) by dtype, with the
 largest shapes: the live activations that make the peak. A view of a tensor saved twice
 (the same storage) counts once. One JSON line per measurement is appended to
 `benchmarks/results/train_memory.jsonl`, with the CPU.
@@ -42,8 +44,9 @@ def rss_mb() -> float:
 
 
 def saved_tally(trainer, batch) -> dict:
-    """MB of the tensors autograd keeps for the backward of one step, by dtype, and the
-    ten largest (shape, dtype, count)."""
+    """One whole step (the optimizer's included) on `batch`, profiled: MB of the tensors
+    autograd keeps for its backward, by dtype, and the ten largest (shape, dtype, count);
+    the tensors held before it (`held_mb`) and at most during it (`step_peak_mb`)."""
     seen: set[tuple[int, int]] = set()
     by_dtype: Counter = Counter()
     shapes: Counter = Counter()
@@ -61,12 +64,21 @@ def saved_tally(trainer, batch) -> dict:
             sizes[shape] = storage.nbytes()
         return tensor
 
-    trainer.optimizer.zero_grad(set_to_none=True)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = trainer.loss(batch)
-    loss.backward()
+    from torch.profiler import ProfilerActivity, profile
+
+    before = held_mb(trainer)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        trainer.optimizer.zero_grad(set_to_none=True)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss = trainer.loss(batch)
+        loss.backward()
+        limit = trainer.cfg.train.clip_norm if trainer.cfg.train.clip_norm > 0 else float("inf")
+        torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), limit)
+        trainer.optimizer.step()
     largest = sorted(shapes, key=lambda s: sizes[s] * shapes[s], reverse=True)[:10]
     return {
+        "held_before_step_mb": round(before, 1),
+        "tensor_peak_mb": round(before + step_peak_mb(prof), 1),
         "saved_mb": round(sum(by_dtype.values()) / 2**20, 1),
         "saved_mb_by_dtype": {k: round(v / 2**20, 1) for k, v in by_dtype.most_common()},
         "largest": [
@@ -81,6 +93,30 @@ def saved_tally(trainer, batch) -> dict:
     }
 
 
+def held_mb(trainer) -> float:
+    """MB of the tensors a training step starts from: the parameters, and the optimizer's
+    state (Adam's two moments); the gradients are None between steps."""
+    tensors = list(trainer.model.parameters())
+    for state in trainer.optimizer.state.values():
+        tensors += [v for v in state.values() if torch.is_tensor(v)]
+    return sum(t.untyped_storage().nbytes() for t in tensors) / 2**20
+
+
+def step_peak_mb(prof) -> float:
+    """The most MB of tensors PyTorch's allocator held at once during a profiled step, above
+    what it held when the step began: the running sum of the profiler's memory events
+    (allocations positive, frees negative) in time order. This counts tensors only, exactly,
+    as the GPU allocator's peak does; what a library allocates for itself (oneDNN's scratch
+    space for emulated bf16, say) and the C allocator's slack are in the resident peak
+    only."""
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    live = peak = 0
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        live += event.nbytes()
+        peak = max(peak, live)
+    return peak / 2**20
+
+
 def measure_here(config: str, precision: str, batch_tokens: int, steps: int) -> dict:
     """One measurement in this process (the child's side)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -93,8 +129,10 @@ def measure_here(config: str, precision: str, batch_tokens: int, steps: int) -> 
     before = rss_mb()
     for batch in trainer.batches[:steps]:
         trainer.step(batch)
-    tally = saved_tally(trainer, trainer.batches[steps])
+    # The resident peak of the plain steps: the profiled one below holds the profiler's
+    # records too.
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    tally = saved_tally(trainer, trainer.batches[steps])
     batch = trainer.batches[steps]
     return {
         "config": config,
@@ -102,7 +140,7 @@ def measure_here(config: str, precision: str, batch_tokens: int, steps: int) -> 
         "parameters": trainer.parameters,
         "precision": trainer.precision.name,
         "batch_tokens": batch_tokens,
-        "steps": steps + 1,
+        "steps": steps + 1,  # the peak resident size is of the first `steps`
         "last_batch": list(batch.tgt_out.shape),
         "rss_before_steps_mb": round(before, 1),
         "peak_rss_mb": round(peak, 1),
@@ -174,6 +212,7 @@ def main() -> None:
                     f"{result['model']:12} {precision:5} {tokens:5} tokens: peak "
                     f"{result['peak_rss_mb']:7.0f} MB "
                     f"(before steps {result['rss_before_steps_mb']:.0f}),"
+                    f" tensors at most {result['tensor_peak_mb']:.0f} MB,"
                     f" saved for backward {result['saved_mb']:.0f} MB "
                     f"{result['saved_mb_by_dtype']}",
                     flush=True,

@@ -73,6 +73,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
         b = bias.detach().to(acc) if bias is not None else None
         x_all = features.detach()
         vocab = weight.shape[0]
+        if compute != acc:
+            # A chunk then holds its logits twice, in the products' dtype and in fp32 (and
+            # later the gradient likewise): fewer rows, so that a bf16 step's chunk peaks no
+            # higher than an fp32 step's (682 rows at 2 + 4 bytes against 1,024 at 4).
+            per_row = acc.itemsize + compute.itemsize
+            chunk_rows = max(1, chunk_rows * acc.itemsize // per_row)
         nll = torch.zeros(target.shape[0], dtype=acc, device=features.device)
         total = torch.zeros((), dtype=acc, device=features.device)
         if grad:
@@ -85,18 +91,23 @@ class _LinearCrossEntropy(torch.autograd.Function):
             y = target[rows]  # (n,)
             keep = y != ignore_index  # (n,)
             z = (torch.addmm(b.to(compute), x, w.t()) if b is not None else x @ w.t()).to(acc)
-            lse = torch.logsumexp(z, dim=-1)  # (n,)
             picked = z.gather(1, y.clamp(min=0).unsqueeze(1)).squeeze(1)  # z_y: (n,)
+            mean = z.mean(dim=-1) if smoothing else None  # (n,)
+            # log Σ exp z with exp(z - max) written over z: torch.logsumexp would make a
+            # second (n, V) tensor, the step's peak (benchmarks/results/train_memory.md).
+            top = z.amax(dim=-1, keepdim=True)  # (n, 1)
+            sums = z.sub_(top).exp_().sum(dim=-1)  # (n,)
+            lse = top.squeeze(1) + sums.log()  # (n,)
             plain = torch.where(keep, lse - picked, 0.0)  # -log p(y): (n,)
             nll[rows] = plain
             if smoothing:
-                spread = torch.where(keep, lse - z.mean(dim=-1), 0.0)  # -mean_v log p(v)
+                spread = torch.where(keep, lse - mean, 0.0)  # -mean_v log p(v)
                 total += ((1 - smoothing) * plain + smoothing * spread).sum()
             else:
                 total += plain.sum()
             if not grad:
                 continue
-            d_z = z.sub_(lse.unsqueeze(1)).exp_()  # p, written over z: (n, V)
+            d_z = z.div_(sums.unsqueeze(1))  # p = exp(z - max) / Σ, written over z: (n, V)
             if smoothing:
                 d_z -= smoothing / vocab
             d_z.scatter_add_(
