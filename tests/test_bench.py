@@ -135,3 +135,35 @@ def test_smoke_data_group_prepares_and_trains_from_files(tmp_path):
     assert row["store_bytes_per_token"] < 2.5 and row["tokens_per_s"] > 0
     assert row["first_step_s"] > 0 and row["prepare_peak_mb"] > 0
     assert "## 6. Data at scale" in out.read_text()
+
+
+def test_throughput_times_warm_up_steps_alone_and_divides_by_the_peak():
+    import throughput
+
+    peak = {"fp32": {"gflops": 1000.0}}
+    overrides = ["data.batch_tokens=200", "train.precision=fp32"]
+    result = throughput.measure(
+        str(BENCH.parent / "configs/reverse.yaml"),
+        overrides,
+        steps=2,
+        warmup=3,
+        rounds=1,
+        peak=peak,
+    )
+    assert len(result["first_steps_s"]) == 3 and min(result["first_steps_s"]) > 0
+    assert result["device"] == "cpu" and result["steps"] == 2
+    assert result["mfu"] == pytest.approx(result["gflops"] / 1000.0, abs=1e-4)
+    assert "peak_allocated_mb" not in result  # the CPU has no allocator peak to read
+
+
+def test_the_tensors_peak_is_the_highest_running_sum_of_a_step():
+    import train_memory
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        big = torch.empty(2**20, dtype=torch.float32)  # 4 MB
+        small = torch.empty(2**18, dtype=torch.float32)  # 1 MB, beside it: 5 MB at once
+        del big
+        later = torch.empty(2**19, dtype=torch.float32)  # 2 MB, after 4 were freed: 3 MB
+        del small, later
+    assert train_memory.step_peak_mb(prof) == pytest.approx(5.0, abs=0.01)
