@@ -123,10 +123,14 @@ def test_scaled_dot_product_fully_masked_rows_are_zero_not_nan():
 
 def _sdpa_ops(query, key, value, mask):
     """The ATen operators one fused-attention call ran (forward)."""
+    import warnings
+
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        context = AF.scaled_dot_product(query, key, value, mask).context
+    with warnings.catch_warnings():  # torch 2.11's profiler warns that it clears its events
+        warnings.filterwarnings("ignore", "Warning: Profiler clears events")
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            context = AF.scaled_dot_product(query, key, value, mask).context
     return context, {e.key for e in prof.key_averages()}
 
 
