@@ -1,44 +1,52 @@
 """The papers' claims settled on the grammar lab, with spread (docs/results.md, "The grammar
 lab: the papers' claims, with spread").
 
-    python benchmarks/claims.py --budget full --jobs 2      # every claim: hours on 2 cores
-    python benchmarks/claims.py --budget smoke --claims C1   # seconds: what the suite runs
+    python benchmarks/claims.py --budget full --step-times   # C7's clock: each model alone
+    python benchmarks/claims.py --budget full --jobs 2       # the main plan: hours on 2 cores
+    python benchmarks/claims.py --budget full --claims C3 --jobs 2   # Luong's, its own plan
     python benchmarks/claims.py --budget full --report       # the table and figures again
+    python benchmarks/claims.py --budget smoke --claims C1   # seconds: what the suite runs
 
-Each model is trained with several seeds on `corpus: grammar` (configs/grammar.yaml's
-RNNsearch and its budget, the other models at about its size) and measured on the test
-split, whose sentences run to 60 words where training stopped at 25:
+Each model is trained with five seeds on `corpus: grammar` (configs/grammar.yaml's
+RNNsearch and its budget, the other models at about its size) and measured where each
+claim means something:
 
-- C1 the bottleneck: RNNencdec against RNNsearch, BLEU by source length (Bahdanau Fig. 2),
-  also decoded with the reference's length forced, so a failure to stop is not blamed on
-  the encoding (Newman et al. 2020);
-- C2 reordering: the attention's sure-link precision/recall on crossing links (the
-  reordered spans) against the rest, and a heatmap of each pair's typical crossing;
-- C3 Luong's choices on en-fr: global / local-m / local-p, dot / general / concat /
-  location, input feeding on and off;
-- C4 heads: a 2-layer Transformer with 1, 2, 4 and 8 heads at one width; which layer and
-  head aligns best;
+- C1 the bottleneck: RNNencdec against RNNsearch, test BLEU by source length (Bahdanau
+  Fig. 2; test runs to 60 words where training stopped at 25), also decoded with the
+  reference's length forced, so a failure to stop is not blamed on the encoding (Newman
+  et al. 2020);
+- C2 reordering: the attention's sure-link recall on crossing links (the reordered spans)
+  against the rest, on the lengths trained on (dev) and on the sentences each model
+  translates exactly, apart from length generalisation; a heatmap of a typical crossing;
+- C3 Luong's choices on en-fr (global / local-m / local-p, dot / general / concat /
+  location, input feeding on and off) at equal learning: each trained until its dev BLEU
+  stops improving; "ends better" and "learns faster" judged apart. Its own plan;
+- C4 heads: a 2-layer Transformer with 1, 2, 4 and 8 heads at one width (test and dev
+  BLEU); which layer and head aligns best;
 - C5 soft against hard (REINFORCE) attention, and the steps each needs;
-- C6 attention as alignment: AER against the exact sure and possible links, beside
-  eflomal's, the diagonal's and a bag-of-words aligner's, and by step offset;
-- C7 the Transformer against RNNsearch at the same training time (dev BLEU by elapsed
-  seconds), per pair;
-- C9 explanations: each method's AER against the exact *causes* and its deletion area
-  against a random order, on the RNNsearch models.
+- C6 attention as alignment: AER on dev and test against the exact sure and possible
+  links, beside eflomal's (five runs), the diagonal's and a bag-of-words aligner's;
+- C7 the Transformer against RNNsearch at equal updates and at equal seconds, the seconds
+  from each model's time per update measured alone (`--step-times`), per pair;
+- C9 explanations: each method's AER against the exact *causes*, one link a word (with the
+  floor no such method can pass) and top k (as many links as causes), and its deletion
+  area against a random order, on the RNNsearch models.
 
-A claim is "reproduced" when every seed agrees and the difference of the means exceeds
-both spreads (max − min over seeds), "reversed" when that holds the other way, and "not
-settled" otherwise (McCoy et al. 2020: seeds differ most out of distribution).
+Every verdict follows the one rule of `benchmarks/verdicts.py` (an exact permutation test,
+or a t-test when paired or against a fixed number, at p ≤ 0.01, five seeds a side), with
+the difference, its bootstrap interval and the effect size beside it; `claims_report.py`
+writes the tables, the verdicts and every paragraph around them from the records.
 
 Resumable: every run is an ordinary run directory OUT/NAME (training resumes where it
 stopped) with its measures in OUT/NAME/claims.json once done; run the command again and
-only what is missing is done. At the full budget the records committed in
-benchmarks/results/claims.jsonl count as done too, so the run goes on from them on
+only what is missing is done. Runs are trained model by model (`ORDER`), so that a plan
+stopped half-way leaves whole claims done. At the full budget the records committed in
+benchmarks/results/lab/claims.jsonl count as done too, so the run goes on from them on
 another machine (each record names the machine it was measured on). Each run trains in
 its own process (`--jobs` at a time, one thread each when several). The full budget
-writes benchmarks/results/claims.jsonl (one line per run), the table between the markers
-of docs/results.md and the figures docs/results/claims-*.png; the smoke budget writes
-OUT/claims.md and OUT/claims.jsonl.
+writes benchmarks/results/lab/ (the records, the baselines, C7's clock), the table between
+the markers of docs/results.md and the figures docs/results/lab/claims-*.png; the smoke
+budget writes OUT/claims.md, OUT/claims.jsonl and OUT/figures/.
 """
 
 from __future__ import annotations
@@ -56,12 +64,23 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "grammar.yaml"
-RESULTS = ROOT / "benchmarks" / "results" / "claims.jsonl"
+# The five-seed plan's records and what its table reads beside them; the 3-seed records of
+# 2026-11-27 stay in benchmarks/results/claims*.json* (the chapters quote them until they
+# move to these), judged again by `--previous` for the list of changed verdicts.
+LAB = ROOT / "benchmarks" / "results" / "lab"
+RESULTS = LAB / "claims.jsonl"
+OLD = ROOT / "benchmarks" / "results" / "claims.jsonl"
 DOC = ROOT / "docs" / "results.md"
-FIGURES = ROOT / "docs" / "results"
+FIGURES = ROOT / "docs" / "results" / "lab"
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 PAIRS = ("en-fr", "en-de", "en-ja")
 CLAIMS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C9")
+# C3 trains Luong's variants to equal learning (until dev BLEU stops improving), hours more
+# than the rest: its own plan (`--claims C3`); a plain run trains the others.
+OWN_PLAN = ("C3",)
+MAIN = tuple(c for c in CLAIMS if c not in OWN_PLAN)
+STEP_TIMES = LAB / "step-times.json"  # C7: seconds per update, each model alone
+PREVIOUS = LAB / "previous-verdicts.json"  # the last table's comparisons, judged again
 
 # Each budget: the data, the steps, the seeds. "full" keeps configs/grammar.yaml's
 # RNNsearch and its 1,500 steps (dev 86.5% exact for seed 1: learned, not saturated).
@@ -76,8 +95,9 @@ BUDGETS: dict[str, dict[str, Any]] = {
         "rnnencdec_hidden": 20,
         "transformer": ["model.hidden_size=16", "model.ff_size=32"],
         "steps": 12, "validate_every": 6, "valid_sentences": 6,
-        "seeds": 2, "length_seeds": 2, "explain_sentences": 4, "ig_steps": 4,
-        "eflomal": False,
+        "luong_steps": 12, "luong_patience": 0,
+        "seeds": 2, "explain_sentences": 4, "ig_steps": 4,
+        "eflomal": False, "timed_steps": 3,
     },
     "full": {
         "data": [],
@@ -85,8 +105,11 @@ BUDGETS: dict[str, dict[str, Any]] = {
         "rnnencdec_hidden": 160,  # 911k parameters against RNNsearch's 896k (vocab 1,531)
         "transformer": ["model.hidden_size=128", "model.ff_size=256"],  # 1.05M
         "steps": 1500, "validate_every": 250, "valid_sentences": 200,
-        "seeds": 3, "length_seeds": 5, "explain_sentences": 100, "ig_steps": 16,
-        "eflomal": True,
+        # C3 at equal learning: each Luong variant trains until its dev BLEU has not
+        # improved for 4 validations (1,000 updates), at most 8,000 updates
+        "luong_steps": 8000, "luong_patience": 4,
+        "seeds": 5, "explain_sentences": 100, "ig_steps": 16,
+        "eflomal": True, "timed_steps": 40,
     },
 }  # fmt: skip
 
@@ -121,9 +144,14 @@ class Spec:
     explain: bool = False
 
 
+# The order runs are trained in: whole claims first (every seed of a model before the next
+# model), so that a plan stopped half-way has some claims complete at five seeds rather
+# than all of them pending; the RNNs serve the most claims (C1, C2, C5, C6, C7, C9).
+ORDER = ("rnnsearch", "rnnencdec", "hard", "transformer-h4", "transformer", "luong")
+
+
 def plan(budget: str, chosen: Iterable[str] = CLAIMS) -> list[Spec]:
-    """The runs the chosen claims need, in the order they are trained: seeds 1..3 of the
-    claims on every pair first, the extra seeds of the length claims last."""
+    """The runs the chosen claims need, in the order they are trained (`ORDER`)."""
     b, chosen = BUDGETS[budget], set(chosen)
     unknown = chosen - set(CLAIMS)
     if unknown:
@@ -139,21 +167,14 @@ def plan(budget: str, chosen: Iterable[str] = CLAIMS) -> list[Spec]:
 
     rnn = b["rnn"]
     encdec = ["model.name=rnnencdec", *rnn, f"model.hidden_size={b['rnnencdec_hidden']}"]
-    for seed in range(1, b["length_seeds"] + 1):
-        extra = seed > b["seeds"]  # seeds 4 and 5: the length and attribution claims only
+    for seed in range(1, b["seeds"] + 1):
         for pair in PAIRS:
-            if extra and pair != "en-fr":
-                continue
-            own = {"C1", "C9"} if extra else {"C1", "C2", "C6", "C7", "C9"}
-            if pair != "en-fr":
-                own.discard("C9")
-            if pair == "en-fr" and not extra:
-                own.add("C5")  # the soft side of soft vs hard
+            own = {"C1", "C2", "C6", "C7"}
+            if pair == "en-fr":
+                own |= {"C5", "C9"}  # the soft side of soft vs hard; explanations
             add(f"rnnsearch-{pair}-s{seed}", "rnnsearch", pair, seed, rnn, own,
                 explain=pair == "en-fr")  # fmt: skip
             add(f"rnnencdec-{pair}-s{seed}", "rnnencdec", pair, seed, encdec, {"C1"})
-        if extra:
-            continue
         for variant, overrides in LUONG.items():
             add(f"luong-{variant}-en-fr-s{seed}", "luong", "en-fr", seed,
                 ["model.name=luong", *rnn, *overrides], {"C3"})  # fmt: skip
@@ -165,7 +186,11 @@ def plan(budget: str, chosen: Iterable[str] = CLAIMS) -> list[Spec]:
             add(f"transformer-h4-{pair}-s{seed}", "transformer", pair, seed,
                 [*TRANSFORMER, *b["transformer"], "model.heads=4"], {"C7"})  # fmt: skip
         add(f"hard-en-fr-s{seed}", "hard", "en-fr", seed, [*rnn, "model.mode=hard"], {"C5"})
-    return list(specs.values())
+
+    def rank(spec: Spec) -> int:
+        return next(n for n, prefix in enumerate(ORDER) if spec.name.startswith(prefix))
+
+    return sorted(specs.values(), key=rank)  # stable: seed by seed within a rank
 
 
 def chosen_runs(budget: str, chosen: Iterable[str]) -> list[Spec]:
@@ -180,6 +205,10 @@ def chosen_runs(budget: str, chosen: Iterable[str]) -> list[Spec]:
 
 def overrides_of(spec: Spec, budget: str, out: Path) -> list[str]:
     b = BUDGETS[budget]
+    steps, until = b["steps"], []
+    if spec.family == "luong":  # to equal learning: until dev BLEU stops improving
+        steps = b["luong_steps"]
+        until = [f"train.patience={b['luong_patience']}", "train.early_stopping_metric=bleu"]
     return [
         "data.corpus=grammar",
         f"data.grammar_pair={spec.pair}",
@@ -187,7 +216,8 @@ def overrides_of(spec: Spec, budget: str, out: Path) -> list[str]:
         *spec.overrides,
         f"train.seed={spec.seed}",
         f"train.run_dir={out / spec.name}",
-        f"train.max_steps={b['steps']}",
+        f"train.max_steps={steps}",
+        *until,
         f"train.validate_every={b['validate_every']}",
         f"train.checkpoint_every={b['validate_every']}",
         f"train.valid_sentences={b['valid_sentences']}",
@@ -226,7 +256,7 @@ def machine() -> str:
 
 
 def committed(budget: str) -> dict[str, dict[str, Any]]:
-    """The full budget's records already in benchmarks/results/claims.jsonl, by name: the
+    """The full budget's records already in benchmarks/results/lab/claims.jsonl, by name: the
     run goes on from them on another machine (run directories are not committed)."""
     if budget != "full" or not RESULTS.is_file():
         return {}
@@ -250,7 +280,8 @@ def measure(spec: Spec, budget: str, run_dir: Path) -> dict[str, Any]:
     limit = source_limit(cfg.model)
     test = list(decoding_split(cfg.data, "test", vocab))
     dev = list(decoding_split(cfg.data, "dev", vocab))
-    result, _ = evaluate_examples(loaded, test, split="test", limit=limit)
+    result, test_hyps = evaluate_examples(loaded, test, split="test", limit=limit)
+    dev_result, dev_hyps = evaluate_examples(loaded, dev, split="dev", limit=limit)
     record: dict[str, Any] = {
         "name": spec.name, "family": spec.family, "pair": spec.pair, "seed": spec.seed,
         "claims": sorted(spec.claims), "budget": budget,
@@ -258,6 +289,7 @@ def measure(spec: Spec, budget: str, run_dir: Path) -> dict[str, Any]:
         "trained": json.loads((run_dir / "checkpoints" / "latest.json").read_text())["step"],
         "parameters": result["parameters"],
         **{k: result[k] for k in ("bleu", "chrf", "exact", "bleu_by_length")},
+        "dev": {k: dev_result[k] for k in ("bleu", "chrf", "exact")},  # all of dev, greedy
         "curve": dev_curve(run_dir),
     }  # fmt: skip
     if "C1" in spec.claims:  # the reference's length forced: the words, not the stopping
@@ -273,10 +305,18 @@ def measure(spec: Spec, budget: str, run_dir: Path) -> dict[str, Any]:
         }
     if spec.family != "rnnencdec":
         choice = choose_attention(cfg.model)
+        keep = ("aer", "precision", "recall", "diagonal", "by_offset", "by_phenomenon")
         for split, examples in (("test", test), ("dev", dev)):
             report, _ = alignment_report(loaded, examples, choice, limit)
-            keep = ("aer", "precision", "recall", "diagonal", "by_offset", "by_phenomenon")
             record[f"alignment_{split}"] = {k: report[k] for k in (*keep, "by_head") if k in report}
+        # C2 apart from length: the sentences the model translates exactly (greedy), where
+        # its words are the reference's and the attention is read where it has learned
+        for split, examples, hyps in (("test", test, test_hyps), ("dev", dev, dev_hyps)):
+            exact = [ex for ex, h in zip(examples, hyps, strict=True)
+                     if h.strip() == ex.tgt.strip()]  # fmt: skip
+            report = alignment_report(loaded, exact, choice, limit)[0] if exact else {}
+            kept = {k: report[k] for k in ("aer", "by_phenomenon") if k in report}
+            record[f"alignment_exact_{split}"] = {"sentences": len(exact), **kept}
     if spec.explain:
         record["explanations"] = explanations(loaded, dev, limit, budget)
     return record
@@ -294,11 +334,12 @@ def explanations(loaded, examples, limit: int, budget: str) -> dict[str, Any]:
         sentences=b["explain_sentences"], ig_steps=b["ig_steps"],
     )  # fmt: skip
     keep = ("aer", "precision", "recall", "deletion_auc", "insertion_auc", "ms_per_sentence",
-            "where_output_changes")  # fmt: skip
+            "where_output_changes", "top_k")  # fmt: skip
     return {
         "gold": report.get("gold"),
         "sentences": report["sentences"],
         "diagonal": report.get("diagonal"),
+        "one_link_floor": report.get("one_link_floor"),  # C9: no one-link method goes below
         "random": {k: report["random"][k] for k in ("deletion_auc", "insertion_auc")},
         "methods": {m: {k: r[k] for k in keep if k in r} for m, r in report["methods"].items()},
         # the lab's refinements: scored where the model's output responds to the causes;
@@ -322,49 +363,95 @@ def dev_curve(run_dir: Path) -> list[dict[str, float]]:
     return curve
 
 
+# ---------------------------------------------------------------- C7's clock
+
+
+def step_times(budget: str, out: Path) -> dict[str, Any]:
+    """Seconds per update of each C7 model (seed 1 of RNNsearch and the 4-head Transformer,
+    per pair), measured here alone: one process on one thread, as the plan's runs train,
+    with nothing of the plan beside it; each update timed over `timed_steps` of its own
+    batches after 5 warm-up ones, the median kept. C7 reads "the same training time" as
+    updates × these seconds, so its budget does not depend on what shared the machine
+    while the runs trained. Kept in claims-step-times.json (benchmarks/results/ for the
+    full budget, OUT for the smoke budget)."""
+    import statistics
+
+    import torch
+    from throughput import Trainer
+
+    torch.set_num_threads(1)
+    steps, found = BUDGETS[budget]["timed_steps"], {}
+    for spec in plan(budget, ["C7"]):
+        if spec.seed != 1:
+            continue
+        trainer = Trainer(str(CONFIG), overrides_of(spec, budget, out), batches=5 + steps)
+        times = []
+        for n, batch in enumerate(trainer.batches):
+            started = time.perf_counter()
+            trainer.step(batch)
+            if n >= 5:
+                times.append(time.perf_counter() - started)
+        key = spec.name.removesuffix(f"-s{spec.seed}")
+        found[key] = {"seconds_per_update": round(statistics.median(times), 4),
+                      "updates_timed": len(times), "parameters": trainer.parameters}  # fmt: skip
+        print(f"{key}: {1000 * found[key]['seconds_per_update']:.0f} ms an update", flush=True)
+    record = {"machine": machine(), "threads": 1, "models": found}
+    target = STEP_TIMES if budget == "full" else out / STEP_TIMES.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
 # ---------------------------------------------------------------- baselines without a model
 
 
 def aligner_baselines(budget: str, pair: str, out: Path) -> dict[str, Any]:
-    """C6's baselines on the test split of `pair`: the diagonal (position only), a
-    bag-of-words aligner (each target word to the source word it co-occurs with most,
-    Dice over the training split, position ignored) and eflomal (full budget; run on all
-    splits at once, as unsupervised aligners are; three times, its sampler is not
-    seedable). Kept in claims-baselines-PAIR.json (benchmarks/results/ for the full budget,
+    """C6's baselines on the dev and test splits of `pair` ({"dev": ..., "test": ...}):
+    the diagonal (position only), a bag-of-words aligner (each target word to the source
+    word it co-occurs with most, Dice over the training split, position ignored), both
+    deterministic, and eflomal (full budget; run on all splits at once, as unsupervised
+    aligners are; `seeds` times, as many runs as the models have seeds: its sampler is not
+    seedable). Kept in baselines-PAIR.json (benchmarks/results/lab/ for the full budget,
     committed with the runs' records; OUT for the smoke budget)."""
     from attnmt.alignment.links import alignment_scores, diagonal_alignment
     from attnmt.config import load_config
     from attnmt.data.grammar_corpus import grammar_pairs
 
-    cache = (RESULTS.parent if budget == "full" else out) / f"claims-baselines-{pair}.json"
+    cache = (LAB if budget == "full" else out) / f"baselines-{pair}.json"
     if cache.is_file():
         return json.loads(cache.read_text())
     cfg = load_config(CONFIG, ["data.corpus=grammar", f"data.grammar_pair={pair}",
                                *BUDGETS[budget]["data"]])  # fmt: skip
     splits = grammar_pairs(cfg.data)
-    test = splits["test"]
-    sure, possible = [set(p.sure) for p in test], [set(p.possible) for p in test]
 
-    def scored(links) -> dict[str, float]:
+    def scored(links, pairs) -> dict[str, float]:
+        sure, possible = [set(p.sure) for p in pairs], [set(p.possible) for p in pairs]
         s = alignment_scores(links, sure, possible)
         return {k: round(float(s[k]), 4) for k in ("aer", "precision", "recall")}
 
     found: dict[str, Any] = {
-        "diagonal": scored([diagonal_alignment(len(p.src), len(p.tgt)) for p in test]),
-        "bag-of-words": scored(dice_links(splits["train"], test)),
+        split: {
+            "diagonal": scored([diagonal_alignment(len(p.src), len(p.tgt)) for p in pairs], pairs),
+            "bag-of-words": scored(dice_links(splits["train"], pairs), pairs),
+        }
+        for split, pairs in (("dev", splits["dev"]), ("test", splits["test"]))
     }
     if BUDGETS[budget]["eflomal"]:
         from attnmt.alignment.aligners import eflomal_links
         from attnmt.alignment.links import symmetrize
 
         every = [p for name in ("train", "dev", "test") for p in splits[name]]
-        runs = []
-        for _ in range(3):
+        runs: dict[str, list] = {"dev": [], "test": []}
+        for _ in range(BUDGETS[budget]["seeds"]):
             forward, reverse = eflomal_links([p.src for p in every], [p.tgt for p in every])
-            start = len(every) - len(test)
-            runs.append(scored([symmetrize(f, r) for f, r in
-                                zip(forward[start:], reverse[start:], strict=True)]))  # fmt: skip
-        found["eflomal"] = {"runs": runs, "aer": [r["aer"] for r in runs]}
+            links = [symmetrize(f, r) for f, r in zip(forward, reverse, strict=True)]
+            start = len(splits["train"])
+            for split in ("dev", "test"):
+                pairs = splits[split]
+                runs[split].append(scored(links[start : start + len(pairs)], pairs))
+                start += len(pairs)
+        for split, found_runs in runs.items():
+            found[split]["eflomal"] = {"runs": found_runs, "aer": [r["aer"] for r in found_runs]}
     cache.write_text(json.dumps(found))
     return found
 
@@ -395,7 +482,7 @@ def dice_links(train: Sequence[Any], pairs: Sequence[Any]) -> list[set[tuple[int
 
 def report(out: Path, budget: str, specs: list[Spec], wall: float | None) -> Path:
     """Gather every finished run's record; write the jsonl, the tables and the figures."""
-    from claims_report import figures, tables
+    from claims_report import figures, setup, tables
 
     found = committed(budget)
     for s in specs:
@@ -406,17 +493,11 @@ def report(out: Path, budget: str, specs: list[Spec], wall: float | None) -> Pat
         r.setdefault("machine", machine())
     pairs = sorted({r["pair"] for r in records if "C6" in r["claims"]})
     baselines = {p: aligner_baselines(budget, p, out) for p in pairs}
-    machines = sorted({r["machine"] for r in records}) or [machine()]
-    hours = sum(r.get("seconds", 0.0) for r in records) / 3600
-    lines = [
-        f"Budget `{budget}`: {len(records)} of {len(specs)} runs measured on "
-        f"{'; '.join(machines)}, 2 cores, two runs at a time: {hours:.1f} hours of run time "
-        "(training and measuring, summed over runs)"
-        + (f"; this invocation took {wall / 60:.0f} min." if wall else "."),
-        "Each cell: mean ± sd [min–max] (seeds).",
-        "",
-        *tables(records, baselines),
-    ]
+    times = STEP_TIMES if budget == "full" else out / STEP_TIMES.name
+    step_times = json.loads(times.read_text()) if times.is_file() else None
+    previous = json.loads(PREVIOUS.read_text()) if budget == "full" and PREVIOUS.is_file() else None
+    body, _ = tables(records, baselines, step_times, previous)
+    lines = [*setup(records, specs, BUDGETS[budget], budget, wall), "", *body]
     if budget == "full":
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -432,10 +513,35 @@ def report(out: Path, budget: str, specs: list[Spec], wall: float | None) -> Pat
     return out / "claims.md"
 
 
+def keep_previous(path: Path, baselines_folder: Path) -> Path:
+    """Judge an older claims.jsonl (and its claims-baselines-PAIR.json) by the old rule and
+    the one rule, and keep the result in lab/previous-verdicts.json, from which the table
+    says which verdicts changed and why (`--previous`)."""
+    from claims_report import previous_verdicts
+
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    baselines = {}
+    for pair in PAIRS:
+        file = baselines_folder / f"claims-baselines-{pair}.json"
+        if file.is_file():
+            old = json.loads(file.read_text())
+            baselines[pair] = old if "test" in old else {"test": old}  # before dev was added
+    PREVIOUS.write_text(json.dumps(previous_verdicts(records, baselines), indent=0) + "\n")
+    return PREVIOUS
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", choices=sorted(BUDGETS), default="smoke")
-    parser.add_argument("--claims", default=",".join(CLAIMS), help="comma-separated, e.g. C1,C6")
+    own = ", ".join(OWN_PLAN)
+    parser.add_argument("--claims", default=",".join(MAIN),
+                        help=f"comma-separated, e.g. C1,C6 (default: all but {own}: "
+                        "its own plan)")  # fmt: skip
+    parser.add_argument("--previous", action="store_true",
+                        help=f"judge the previous table's records ({OLD.relative_to(ROOT)}) "
+                        "again, for the list of changed verdicts")  # fmt: skip
+    parser.add_argument("--step-times", action="store_true",
+                        help="only measure C7's seconds per update, each model alone")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="default runs/claims-BUDGET")
     parser.add_argument("--jobs", type=int, default=1, help="trainings at a time")
     parser.add_argument("--report", action="store_true", help="only gather what is done")
@@ -447,6 +553,12 @@ def main(argv: list[str] | None = None) -> int:
         (spec,) = [s for s in specs if s.name == args.one]
         record = run_one(spec, args.budget, out)
         (out / spec.name / "claims.json").write_text(json.dumps(record))
+        return 0
+    if args.step_times:
+        step_times(args.budget, out)
+        return 0
+    if args.previous:
+        print(f"wrote {keep_previous(OLD, OLD.parent)}")
         return 0
     started = time.monotonic()
     if not args.report:

@@ -1,10 +1,8 @@
-"""The tables and figures of `benchmarks/claims.py`: each claim's measures over seeds
-(mean ± sd [min–max] (n)) and its verdict, from the runs' records (OUT/NAME/claims.json).
-
-A claim is "reproduced" when every seed of one side beats every seed of the other (the
-ranges do not overlap, so the difference exceeds both spreads), "reversed" when that holds
-the other way, and "not settled" otherwise: a difference within the seeds' range is
-reported as none (McCoy et al. 2020: seeds differ most out of distribution).
+"""The tables, verdicts, paragraphs and figures of `benchmarks/claims.py`: each claim's
+measures over seeds (mean ± sd [min–max] (n)), its verdicts by the one rule of
+`benchmarks/verdicts.py` (with the difference, its bootstrap interval, the effect size
+and p), and the words around them, all written from the runs' records
+(OUT/NAME/claims.json), so that no number on the page is typed by hand.
 """
 
 from __future__ import annotations
@@ -14,9 +12,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from verdicts import FIXED, PAIRED, Ledger, Verdict
+
 PAIRS = ("en-fr", "en-de", "en-ja")
-MIN_SEEDS = 2  # a verdict needs a spread: two seeds a side at least (the plan has 3 or 5)
 LENGTHS = ("1-10", "11-20", "21-30", "31-40", "41-50", "51-60")
+TRAINED_WORDS = "2–25"  # configs/grammar.yaml's training and dev lengths
+LEARNED = 50.0  # C3's common threshold: the first validation at dev BLEU ≥ this
 
 Record = dict[str, Any]
 
@@ -40,29 +41,8 @@ def fmt(values: Sequence[float], digits: int = 1) -> str:
     return f"{s['mean']:.{d}f} ± {s['sd']:.{d}f} [{s['min']:.{d}f}–{s['max']:.{d}f}] ({s['n']})"
 
 
-def verdict(
-    a: Sequence[float],
-    b: Sequence[float],
-    *,
-    higher_is_better: bool = True,
-    baseline: bool = False,
-) -> str:
-    """Does `a` beat `b`, seed for seed? (the module docstring). A side of models needs 2
-    seeds or more to be judged (one seed has no spread: "pending", with where it stands);
-    `baseline`: `b` is a fixed baseline (the diagonal: one value, no seeds)."""
-    if not a or not b:
-        return "not run"
-    if not higher_is_better:
-        a, b = [-x for x in a], [-x for x in b]
-    if len(a) < MIN_SEEDS or (len(b) < MIN_SEEDS and not baseline):
-        ahead = statistics.fmean(a) > statistics.fmean(b)
-        seeds = min(len(a), len(b) if not baseline else len(a))
-        return f"pending ({seeds} seed: {'ahead' if ahead else 'behind'})"
-    if min(a) > max(b):
-        return "reproduced"
-    if max(a) < min(b):
-        return "reversed"
-    return "not settled"
+def mean(values: Sequence[float], digits: int = 1) -> str:
+    return f"{statistics.fmean(values):.{digits}f}" if values else "—"
 
 
 def values(rows: Sequence[Record], get: Callable[[Record], float | None]) -> list[float]:
@@ -78,11 +58,20 @@ def values(rows: Sequence[Record], get: Callable[[Record], float | None]) -> lis
     return found
 
 
-def at_length(label: str) -> Callable[[Record], float | None]:
+def paired(
+    rows: Sequence[Record], a: Callable[[Record], float], b: Callable[[Record], float]
+) -> tuple[list[float], list[float]]:
+    """(a(row), b(row)) of each row that has both, as two lists in seed order."""
+    both = [(x, y) for r in rows for x, y in [(values([r], a), values([r], b))] if x and y]
+    return [x[0] for x, _ in both], [y[0] for _, y in both]
+
+
+def at_length(label: str, forced: bool = False) -> Callable[[Record], float | None]:
     """A record's test BLEU in the source-length bucket `label` ("51-60")."""
 
     def get(row: Record) -> float | None:
-        return next((b["bleu"] for b in row["bleu_by_length"] if b["label"] == label), None)
+        rows = row["forced_length"]["bleu_by_length"] if forced else row["bleu_by_length"]
+        return next((b["bleu"] for b in rows if b["label"] == label), None)
 
     return get
 
@@ -99,8 +88,10 @@ def aer(split: str, offset: int | None = None) -> Callable[[Record], float]:
     return get
 
 
-def recall(phenomenon: str) -> Callable[[Record], float]:
-    return lambda row: 100 * row["alignment_test"]["by_phenomenon"][phenomenon]["recall"]
+def recall(phenomenon: str, where: str = "test") -> Callable[[Record], float]:
+    """Sure-link recall (%) on `phenomenon` links, read from `alignment_WHERE` (test, dev,
+    exact_test, exact_dev)."""
+    return lambda row: 100 * row[f"alignment_{where}"]["by_phenomenon"][phenomenon]["recall"]
 
 
 def row_of(cells: Sequence[Any]) -> str:
@@ -120,7 +111,7 @@ class Records:
     def runs(self, prefix: str, claim: str | None = None) -> list[Record]:
         return [
             r
-            for name, r in sorted(self.by_name.items())
+            for name, r in sorted(self.by_name.items(), key=lambda item: _by_seed(item[0]))
             if name.startswith(prefix) and (claim is None or claim in r["claims"])
         ]
 
@@ -128,35 +119,102 @@ class Records:
         return any(claim in r["claims"] for r in self.by_name.values())
 
 
-def tables(records: Sequence[Record], baselines: dict[str, dict]) -> list[str]:
-    """The markdown of every claim measured: its table and its verdicts."""
-    found = Records(records)
+def _by_seed(name: str) -> tuple[str, int]:
+    stem, _, seed = name.rpartition("-s")
+    return (stem, int(seed)) if seed.isdigit() else (name, 0)
+
+
+def setup(
+    records: Sequence[Record],
+    specs: Sequence[Any],
+    budget: dict[str, Any],
+    name: str,
+    wall: float | None,
+) -> list[str]:
+    """The opening paragraph: what was run, where, for how long, with how many seeds."""
+    from claims import MAIN
+
+    machines = sorted({r["machine"] for r in records}) or ["—"]
+    hours = sum(r.get("seconds", 0.0) for r in records) / 3600
+    main = [s for s in specs if set(s.claims) & set(MAIN)]
+    done = {r["name"] for r in records}
+    size = {}
+    for family in ("rnnsearch", "rnnencdec", "luong", "transformer", "hard"):
+        found = [r for r in records if r["family"] == family and r["pair"] == "en-fr"]
+        size[family] = f"{found[0]['parameters']:,}" if found else "not run yet"
+    tokens = next((o.split("=")[1] for o in budget["data"] if o.startswith("data.batch_tokens")),
+                  "2,000")  # fmt: skip
+    return [
+        f"Budget `{name}`: {len(records)} of {len(specs)} runs measured "
+        f"({sum(s.name in done for s in main)} of {len(main)} in the main plan, the rest "
+        f"C3's own plan) on {'; '.join(machines)}, "
+        f"one thread each, two runs at a time: {hours:.1f} hours of run time summed over runs "
+        f"(training and measuring), about {hours / 2:.1f} hours of wall clock on 2 cores"
+        + (f"; this invocation took {wall / 60:.0f} min." if wall else "."),
+        "",
+        f"The models, on en-fr: RNNsearch (configs/grammar.yaml, {size['rnnsearch']} "
+        f"parameters), RNNencdec ({size['rnnencdec']}), Luong's attentional LSTM "
+        f"({size['luong']}), a 2-layer Transformer ({size['transformer']}, "
+        "whatever its heads), RNNsearch with hard attention (REINFORCE, "
+        f"{size['hard']}). Each trains {budget['steps']:,} updates of {tokens}-token batches in "
+        f"fp32 (Luong's to equal learning, C3) with {budget['seeds']} seeds, and is measured "
+        f"at its best checkpoint by dev BLEU ({budget['valid_sentences']} sentences, every "
+        f"{budget['validate_every']} updates) with greedy decoding.",
+        "",
+        "Each cell: mean ± sd [min–max] (seeds).",
+    ]
+
+
+def tables(
+    records: Sequence[Record],
+    baselines: dict[str, dict],
+    step_times: dict[str, Any] | None = None,
+    previous: list[dict[str, Any]] | None = None,
+) -> tuple[list[str], Ledger]:
+    """The markdown of every claim measured: the rule and its error rate over this table,
+    each claim's table, verdicts and paragraphs, the findings in words, and what changed
+    since `previous` (`previous_verdicts` of an older table); and the ledger of verdicts."""
+    found, ledger = Records(records), Ledger()
     out: list[str] = []
     for claim, make in (
         ("C1", c1),
-        ("C6", lambda r: c2_c6(r, baselines)),
+        ("C2", c2),
+        ("C6", lambda r, led: c6(r, led, baselines)),
         ("C3", c3),
         ("C4", c4),
         ("C5", c5),
-        ("C7", c7),
+        ("C7", lambda r, led: c7(r, led, step_times or {})),
         ("C9", c9),
     ):
-        if found.any(claim):
-            out += [*make(found), ""]
-    return out
+        if found.any(claim) or claim == "C3":
+            out += [*make(found, ledger), ""]
+    opening = ["### The rule and its error rate", "", *ledger.summary(), ""]
+    closing = ["### What the table finds", "", *findings(ledger)]
+    if previous:
+        closing += ["", *changes(previous, ledger)]
+    return [*opening, *out, *closing], ledger
 
 
-def c1(found: Records) -> list[str]:
+def verdict_lines(ledger: Ledger, verdicts: Sequence[Verdict]) -> list[str]:
+    """A section's verdicts as a table (those with nothing measured left out)."""
+    shown = [v for v in verdicts if v.word != "not run"]
+    return ["", *ledger.table(shown)] if shown else []
+
+
+# ---------------------------------------------------------------- the claims
+
+
+def c1(found: Records, ledger: Ledger) -> list[str]:
     out = [
         "### C1 The bottleneck: RNNencdec against RNNsearch by source length",
         "",
-        "Test BLEU by source length in words (training saw 2–25). *Forced length*: decoded "
-        "with the reference's length, so the score is about the words, not about where the "
-        "model stops (Newman et al. 2020).",
+        f"Test BLEU by source length in words (training saw {TRAINED_WORDS}). *Forced "
+        "length*: decoded with the reference's length, so the score is about the words, not "
+        "about where the model stops (Newman et al. 2020).",
         "",
         *header("pair", "model", "params", *LENGTHS, "test BLEU", "forced-length BLEU"),
     ]
-    verdicts = []
+    verdicts, forcing = [], []
     for pair in PAIRS:
         for family in ("rnnencdec", "rnnsearch"):
             rows = found.runs(f"{family}-{pair}-", "C1")
@@ -172,85 +230,150 @@ def c1(found: Records) -> list[str]:
         if search and encdec:
             longest = search[0]["bleu_by_length"][-1]["label"]
             a, b = values(search, at_length(longest)), values(encdec, at_length(longest))
-            verdicts.append(f"{pair}, {longest} words: **{verdict(a, b)}**")
-    return [
-        *out,
-        "",
-        "RNNsearch above RNNencdec on the longest sentences: " + "; ".join(verdicts) + ".",
-    ]
+            verdicts.append(ledger(f"C1 {pair}: RNNsearch above RNNencdec, {longest} words", a, b))
+            a, b = (values(rows, at_length(longest, forced=True)) for rows in (search, encdec))
+            verdicts.append(ledger(f"C1 {pair}: the same with the reference's length forced", a, b))
+        if search:
+            free, forced = (values(search, lambda r, f=f: (r["forced_length"] if f else r)["bleu"])
+                            for f in (False, True))  # fmt: skip
+            if free and forced:
+                forcing.append(
+                    f"{pair} from {mean(free)} to {mean(forced)} (seeds {min(free):.1f}–"
+                    f"{max(free):.1f} to {min(forced):.1f}–{max(forced):.1f})"
+                )
+    out += verdict_lines(ledger, verdicts)
+    if forcing:
+        out += ["", "Forcing the reference's length moves RNNsearch's mean test BLEU on "
+                + "; ".join(forcing) + "."]  # fmt: skip
+    return out
 
 
-def c2_c6(found: Records, baselines: dict[str, dict]) -> list[str]:
+C2_WHERE = (  # where C2 is read: (record key, what it is, judged)
+    ("dev", f"dev, {TRAINED_WORDS} words (the lengths trained on)", True),
+    ("exact_dev", "dev sentences it translates exactly", True),
+    ("exact_test", "test sentences it translates exactly", True),
+    ("test", "test, 2–60 words (longer than trained: length mixed in)", False),
+)
+
+
+def c2(found: Records, ledger: Ledger) -> list[str]:
     out = [
-        "### C2 and C6 Attention as alignment, reordering apart",
+        "### C2 Reordering: crossing links against the rest, where the model has learned",
         "",
         "RNNsearch's attention (forced decoding of the reference; each target word linked to "
-        "its most-attended source word) against the exact links: AER (%) with sure and "
-        "possible links on dev (lengths as in training) and test (to 60 words), the test AER "
-        "read one step late (t+1), and sure-link recall (%) on the crossing links (the "
-        "reordered spans) and on the rest. Baselines on the same test sentences: the "
-        "diagonal (position only), bag-of-words (Dice co-occurrence, position ignored) and "
-        "eflomal (3 runs; it learns from all splits at once).",
+        "its most-attended source word): sure-link recall (%) on the crossing links (the "
+        "reordered spans) and on the rest, read on the lengths the models were trained on, "
+        "on the sentences each model translates exactly (greedy; its words are then the "
+        "reference's), and on the whole test split, whose longer sentences mix length "
+        "generalisation into the claim (shown, not judged). *Sentences*: how many each seed "
+        "is read on (mean).",
+        "",
+        *header("pair", "read on", "sentences", "recall crossing", "recall rest", "AER"),
+    ]
+    verdicts = []
+    for pair in PAIRS:
+        rows = found.runs(f"rnnsearch-{pair}-", "C2")
+        for where, what, judged in C2_WHERE:
+            crossing, rest = paired(rows, recall("crossing", where), recall("not crossing", where))
+            if not crossing:
+                continue
+            count = values(rows, lambda r, w=where: r[f"alignment_{w}"].get("sentences", 500))
+            out.append(row_of([pair, what, mean(count, 0), fmt(crossing), fmt(rest),
+                               fmt(values(rows, aer(where)))]))  # fmt: skip
+            if judged:
+                verdicts.append(ledger(f"C2 {pair}, {what}: crossing recalled above the rest",
+                                       crossing, rest, kind=PAIRED, unit=" points"))  # fmt: skip
+    return out + verdict_lines(ledger, verdicts)
+
+
+def c6(found: Records, ledger: Ledger, baselines: dict[str, dict]) -> list[str]:
+    out = [
+        "### C6 Attention as alignment, against aligners",
+        "",
+        "RNNsearch's attention AER (%) against the exact sure and possible links, on dev "
+        f"({TRAINED_WORDS} words, as trained) and test (2–60 words), the test AER read one "
+        "step late (t+1), beside the diagonal (position only), a bag-of-words aligner (Dice "
+        "co-occurrence over the training split, position ignored; both deterministic: one "
+        "number each) and eflomal (5 runs, its sampler is not seedable; it learns from all "
+        "splits at once) on the same sentences.",
         "",
         *header(
-            "pair", "AER dev", "AER test", "AER test, t+1", "recall crossing", "recall rest",
-            "diagonal", "bag-of-words", "eflomal",
+            "pair", "split", "attention", "attention, t+1", "diagonal", "bag-of-words", "eflomal"
         ),
-    ]  # fmt: skip
-    reorder, aligned = [], []
+    ]
+    verdicts = []
     for pair in PAIRS:
         rows = found.runs(f"rnnsearch-{pair}-", "C6")
         if not rows:
             continue
-        base = baselines.get(pair, {})
-        test = values(rows, aer("test"))
-        crossing, rest = values(rows, recall("crossing")), values(rows, recall("not crossing"))
-        eflomal = [100 * a for a in base.get("eflomal", {}).get("aer", [])]
-        diagonal = [100 * base["diagonal"]["aer"]] if "diagonal" in base else []
-        bag = [100 * base["bag-of-words"]["aer"]] if "bag-of-words" in base else []
-        out.append(
-            row_of([
-                pair, fmt(values(rows, aer("dev"))), fmt(test), fmt(values(rows, aer("test", 1))),
-                fmt(crossing), fmt(rest), fmt(diagonal), fmt(bag), fmt(eflomal),
-            ])
-        )  # fmt: skip
-        reorder.append(f"{pair}: **{verdict(crossing, rest)}**")
-        versus = [("the diagonal", diagonal), ("bag-of-words", bag), ("eflomal", eflomal)]
-        aligned.append(
-            f"{pair}: "
-            + ", ".join(
-                f"below {name}: **{verdict(test, other, higher_is_better=False, baseline=True)}**"
-                for name, other in versus
-                if other
-            )
-        )
-    return [
-        *out,
-        "",
-        "C2, crossing links recalled better than the rest: " + "; ".join(reorder) + ".",
-        "",
-        "C6, attention's test AER: " + "; ".join(aligned) + ".",
-    ]
+        for split in ("dev", "test"):
+            base = baselines.get(pair, {}).get(split, {})
+            attention = values(rows, aer(split))
+            eflomal = [100 * a for a in base.get("eflomal", {}).get("aer", [])]
+            fixed = {n: 100 * base[n]["aer"] for n in ("diagonal", "bag-of-words") if n in base}
+            out.append(row_of([
+                pair, split, fmt(attention), fmt(values(rows, aer(split, 1))),
+                *(f"{fixed[n]:.1f}" if n in fixed else "—" for n in ("diagonal", "bag-of-words")),
+                fmt(eflomal),
+            ]))  # fmt: skip
+            for name, number in fixed.items():
+                verdicts.append(ledger(f"C6 {pair} {split}: attention's AER below {name}'s",
+                                       attention, number, kind=FIXED, higher_is_better=False,
+                                       unit=" points"))  # fmt: skip
+            if eflomal:
+                verdicts.append(ledger(f"C6 {pair} {split}: attention's AER below eflomal's",
+                                       attention, eflomal, higher_is_better=False,
+                                       unit=" points"))  # fmt: skip
+    return out + verdict_lines(ledger, verdicts)
 
 
-def c3(found: Records) -> list[str]:
-    from claims import LUONG
+def reached(row: Record, threshold: float) -> float | None:
+    """The first validation step at which dev BLEU reached `threshold` (None: never)."""
+    return next((c["step"] for c in row["curve"] if c["bleu"] >= threshold), None)
+
+
+def c3(found: Records, ledger: Ledger) -> list[str]:
+    from claims import BUDGETS, LUONG
 
     rows = {v: found.runs(f"luong-{v}-en-fr-", "C3") for v in LUONG}
+    b = BUDGETS["full"]
     out = [
-        "### C3 Luong's choices (en-fr)",
+        "### C3 Luong's choices (en-fr), at equal learning",
         "",
-        *header("variant", "test BLEU", "exact %", "51–60 BLEU", "test AER %"),
+        f"Each variant trains until its dev BLEU has not improved for {b['luong_patience']} "
+        f"validations ({b['luong_patience'] * b['validate_every']:,} updates), at most "
+        f"{b['luong_steps']:,}, and is measured at its best checkpoint: *ends better* is "
+        f"read on test BLEU there; *learns faster* on the updates it needed to first reach "
+        f"dev BLEU {LEARNED:.0f} (a seed that never did counts as its last update plus one "
+        "validation, and the column says how many never did).",
+        "",
     ]
+    if not any(rows.values()):
+        return [
+            *out,
+            "Not measured yet: Luong's variants to equal learning are their own plan "
+            "(`python benchmarks/claims.py --budget full --claims C3 --jobs 2`; 35 runs of up "
+            f"to {b['luong_steps']:,} updates). The 1,500-update comparison of earlier tables "
+            "read models that had not learned to translate (exact match 0–10%) and is not "
+            "repeated.",
+        ]
+    out += header("variant", "updates trained", "best at update", "dev BLEU", "test BLEU",
+                  "exact %", f"updates to dev BLEU {LEARNED:.0f}", "never reached")  # fmt: skip
+
+    def to_learn(r: Record) -> float:
+        step = reached(r, LEARNED)
+        return step if step is not None else r["trained"] + b["validate_every"]
+
     for variant, runs in rows.items():
-        out.append(
-            row_of([
-                variant, fmt(values(runs, lambda r: r["bleu"])),
-                fmt(values(runs, lambda r: r["exact"])), fmt(values(runs, at_length("51-60"))),
-                fmt(values(runs, aer("test"))),
-            ])
-        )  # fmt: skip
-    bleu = {v: values(runs, lambda r: r["bleu"]) for v, runs in rows.items()}
+        never = sum(reached(r, LEARNED) is None for r in runs)
+        out.append(row_of([
+            variant,
+            fmt(values(runs, lambda r: r["trained"]), 0),
+            fmt(values(runs, lambda r: r["step"]), 0),
+            fmt(values(runs, lambda r: r["dev"]["bleu"])),
+            fmt(values(runs, lambda r: r["bleu"])), fmt(values(runs, lambda r: r["exact"])),
+            fmt(values(runs, to_learn), 0), f"{never} of {len(runs)}",
+        ]))  # fmt: skip
     pairs = [
         ("local-p above global", "local-p-general", "global-general"),
         ("local-m above global", "local-m-general", "global-general"),
@@ -259,39 +382,51 @@ def c3(found: Records) -> list[str]:
         ("location below general", "global-general", "global-location"),
         ("input feeding helps", "global-general", "global-general-nofeed"),
     ]
-    said = "; ".join(f"{what}: **{verdict(bleu[a], bleu[b])}**" for what, a, b in pairs)
-    return [*out, "", f"Test BLEU, Luong et al.'s findings: {said}."]
+    verdicts = []
+    for what, a, other in pairs:
+        bleu = [values(rows[v], lambda r: r["bleu"]) for v in (a, other)]
+        verdicts.append(ledger(f"C3 {what}: ends better (test BLEU)", *bleu))
+        steps = [values(rows[v], to_learn) for v in (a, other)]
+        verdicts.append(ledger(f"C3 {what}: learns faster (updates to dev BLEU {LEARNED:.0f})",
+                               *steps, higher_is_better=False, unit=" updates",
+                               digits=0))  # fmt: skip
+    return out + verdict_lines(ledger, verdicts)
 
 
-def c4(found: Records) -> list[str]:
+def c4(found: Records, ledger: Ledger) -> list[str]:
     from claims import HEADS
 
     out = [
         "### C4 One head or many (en-fr, 2 layers, width 128)",
         "",
-        "The head that aligns best is chosen on the test AER of each seed's cross-attention "
-        "(layer, head); *mean*: the mean of a layer's heads.",
+        "Test BLEU (2–60 words) and dev BLEU (all 500 dev sentences, greedy: the lengths "
+        "trained on). The head that aligns best is chosen on the test AER of each seed's "
+        "cross-attention (layer, head); *mean*: the mean of a layer's heads.",
         "",
         *header(
-            "heads", "test BLEU", "exact %", "best (layer, head)", "its AER %",
+            "heads", "test BLEU", "dev BLEU", "exact %", "best (layer, head)", "its AER %",
             "AER last layer, mean %",
         ),
     ]  # fmt: skip
-    bleu = {}
+    test, dev = {}, {}
     for heads in HEADS:
         runs = found.runs(f"transformer-h{heads}-en-fr-", "C4")
         best = [min(r["alignment_test"]["by_head"], key=lambda x: x["aer"]) for r in runs]
         mean_last = values(runs, lambda r: 100 * _means(r)[-1]["aer"])
-        bleu[heads] = values(runs, lambda r: r["bleu"])
+        test[heads] = values(runs, lambda r: r["bleu"])
+        dev[heads] = values(runs, lambda r: r["dev"]["bleu"])
         out.append(
             row_of([
-                heads, fmt(bleu[heads]), fmt(values(runs, lambda r: r["exact"])),
+                heads, fmt(test[heads]), fmt(dev[heads]), fmt(values(runs, lambda r: r["exact"])),
                 ", ".join(f"({b['layer']}, {b['head']})" for b in best) or "—",
                 fmt([100 * b["aer"] for b in best]), fmt(mean_last),
             ])
         )  # fmt: skip
-    said = "; ".join(f"{h} heads: **{verdict(bleu[h], bleu[1])}**" for h in HEADS[1:])
-    return [*out, "", f"Several heads above one (test BLEU): {said}."]
+    verdicts = []
+    for h in HEADS[1:]:
+        verdicts.append(ledger(f"C4 {h} heads above one (test BLEU)", test[h], test[1]))
+        verdicts.append(ledger(f"C4 {h} heads above one (dev BLEU)", dev[h], dev[1]))
+    return out + verdict_lines(ledger, verdicts)
 
 
 def _means(row: Record) -> list[Record]:
@@ -299,7 +434,7 @@ def _means(row: Record) -> list[Record]:
     return [x for x in row["alignment_test"]["by_head"] if x["head"] == "mean"]
 
 
-def c5(found: Records) -> list[str]:
+def c5(found: Records, ledger: Ledger) -> list[str]:
     soft, hard = found.runs("rnnsearch-en-fr-", "C5"), found.runs("hard-en-fr-", "C5")
     final = values(soft, lambda r: r["curve"][-1]["bleu"])
     target = 0.9 * statistics.fmean(final) if final else float("inf")
@@ -309,7 +444,7 @@ def c5(found: Records) -> list[str]:
         f"Hard: REINFORCE (Xu et al. 2015 §4.1). *Steps*: the first validation at which a "
         f"seed's dev BLEU reached 90% of soft's final mean ({target:.1f}).",
         "",
-        *header("mode", "test BLEU", "exact %", "mean dev BLEU by step", "steps"),
+        *header("mode", "test BLEU", "dev BLEU", "exact %", "mean dev BLEU by step", "steps"),
     ]
     for mode, runs in (("soft", soft), ("hard", hard)):
         steps = sorted({c["step"] for r in runs for c in r["curve"]})
@@ -317,33 +452,47 @@ def c5(found: Records) -> list[str]:
             (s, statistics.fmean([c["bleu"] for r in runs for c in r["curve"] if c["step"] == s]))
             for s in steps
         ]
-        reached = [next((c["step"] for c in r["curve"] if c["bleu"] >= target), None) for r in runs]
         out.append(
             row_of([
                 mode, fmt(values(runs, lambda r: r["bleu"])),
+                fmt(values(runs, lambda r: r["dev"]["bleu"])),
                 fmt(values(runs, lambda r: r["exact"])),
                 ", ".join(f"{s}: {b:.1f}" for s, b in curve),
-                ", ".join("never" if s is None else str(s) for s in reached),
+                ", ".join("never" if (s := reached(r, target)) is None else str(s) for r in runs),
             ])
         )  # fmt: skip
-    bleu = [values(runs, lambda r: r["bleu"]) for runs in (soft, hard)]
-    return [*out, "", f"Soft above hard (test BLEU): **{verdict(*bleu)}**."]
+    verdicts = [
+        ledger(f"C5 soft above hard ({which})", *(values(runs, get) for runs in (soft, hard)))
+        for which, get in (("test BLEU", lambda r: r["bleu"]),
+                           ("dev BLEU", lambda r: r["dev"]["bleu"]))
+    ]  # fmt: skip
+    return out + verdict_lines(ledger, verdicts)
 
 
-def c7(found: Records) -> list[str]:
+def c7(found: Records, ledger: Ledger, step_times: dict[str, Any]) -> list[str]:
+    models = step_times.get("models", {})
     out = [
         "### C7 The Transformer against RNNsearch at the same training time",
         "",
-        "Dev BLEU (200 sentences, greedy) at each run's last validation within the seconds "
-        "of training that every run of the pair reached (one thread each, two runs at a "
-        "time); test BLEU after the full step budget.",
+        "Dev BLEU (200 sentences, greedy, every 250 updates) at equal updates (the last, "
+        "1,500) and at equal seconds. Seconds are updates × each model's seconds per update, "
+        "measured with the model alone on one thread (`python benchmarks/claims.py --budget "
+        f"full --step-times`, on {step_times.get('machine', 'this machine')}), not the wall "
+        "time of runs that shared the machine; the budget is the time the slower model "
+        "needs for the full 1,500 updates, and each model is read at its last validation "
+        "within it.",
         "",
         *header(
-            "pair", "seconds", "RNNsearch dev", "Transformer dev", "RNNsearch test",
-            "Transformer test",
+            "pair",
+            "s an update: RNNsearch, Transformer",
+            "budget (s)",
+            "RNNsearch dev at 1,500",
+            "Transformer dev at 1,500",
+            "RNNsearch dev at budget",
+            "Transformer dev at budget",
         ),
-    ]  # fmt: skip
-    said = []
+    ]
+    verdicts = []
     for pair in PAIRS:
         rnn, tf = (
             found.runs(f"rnnsearch-{pair}-", "C7"),
@@ -351,92 +500,233 @@ def c7(found: Records) -> list[str]:
         )
         if not rnn or not tf:
             continue
-        budget = min(r["curve"][-1]["seconds"] for r in rnn + tf)
+        last = [values(runs, lambda r: r["curve"][-1]["bleu"]) for runs in (rnn, tf)]
+        verdicts.append(ledger(f"C7 {pair}: the Transformer above RNNsearch at equal updates",
+                               last[1], last[0]))  # fmt: skip
+        cost = [models.get(f"{name}-{pair}", {}).get("seconds_per_update")
+                for name in ("rnnsearch", "transformer-h4")]  # fmt: skip
+        if None in cost:
+            out.append(row_of([pair, "not measured", "—", fmt(last[0]), fmt(last[1]), "—", "—"]))
+            continue
+        budget = min(cost) * min(r["curve"][-1]["step"] for r in rnn + tf)
 
-        def at_time(row: Record, budget: float = budget) -> float | None:
-            reached = [c for c in row["curve"] if c["seconds"] <= budget + 1e-9]
-            return reached[-1]["bleu"] if reached else None
+        def at_time(row: Record, per_update: float, budget: float = budget) -> float | None:
+            within = [c for c in row["curve"] if c["step"] * per_update <= budget + 1e-9]
+            return within[-1]["bleu"] if within else None
 
-        dev = [values(rnn, at_time), values(tf, at_time)]
-        test = [values(runs, lambda r: r["bleu"]) for runs in (rnn, tf)]
-        out.append(
-            row_of([pair, f"{budget:.0f}", fmt(dev[0]), fmt(dev[1]), fmt(test[0]), fmt(test[1])])
-        )
-        said.append(f"{pair}: **{verdict(dev[1], dev[0])}**")
-    return [
-        *out,
-        "",
-        "The Transformer above RNNsearch at equal time (dev BLEU): " + "; ".join(said) + ".",
-    ]
+        timed = [
+            values(runs, lambda r, c=c: at_time(r, c))
+            for runs, c in zip((rnn, tf), cost, strict=True)
+        ]
+        out.append(row_of([pair, f"{cost[0]:.3f}, {cost[1]:.3f}", f"{budget:.0f}", fmt(last[0]),
+                           fmt(last[1]), fmt(timed[0]), fmt(timed[1])]))  # fmt: skip
+        verdicts.append(ledger(f"C7 {pair}: the Transformer above RNNsearch at equal seconds",
+                               timed[1], timed[0]))  # fmt: skip
+    return out + verdict_lines(ledger, verdicts)
 
 
-def c9(found: Records) -> list[str]:
+def c9(found: Records, ledger: Ledger) -> list[str]:
     from claims import EXPLAIN
 
     runs = [r for r in found.runs("rnnsearch-en-fr-", "C9") if "explanations" in r]
+    floor = values(runs, lambda r: r["explanations"]["one_link_floor"]["aer"])
     out = [
         "### C9 Which explanation tells the truth (en-fr RNNsearch, dev sentences)",
         "",
         "AER (%) against the exact causes of each target word (the source words whose "
-        "same-category substitution changes it), on every target word and *where the model "
-        "responds*: only the target words whose own greedy output changes when one of their "
-        "causes is substituted (one substitute per source word, on the sentences the model "
-        "translates exactly). Deletion area: mean log p per reference token as source words "
-        "are taken out in the method's order (lower is better), by <unk> and by *replacement* "
-        "with another word of the same slot (the sentence stays in the language), each beside "
-        "a random order's.",
+        "substitution by another word of the same shape changes it): *one link* reads each "
+        "target word's highest-scoring source word, as attention is read; *top k* takes as "
+        "many source words as the word has causes (none for a word without a cause), so "
+        "it measures which words, not how many. *Where the model responds*: one link, on "
+        "the target words whose own greedy output changes when a cause is substituted. "
+        "Deletion area: mean log p per reference token as source words are taken out in "
+        "the method's order (lower is better), by <unk> and by *replacement* with another "
+        "word of the same slot, beside a random order's.",
         "",
         *header(
             "method",
-            "AER vs causes %",
-            "where the model responds %",
+            "AER one link",
+            "AER top k",
+            "where the model responds",
             "deletion AUC",
-            "below random on every seed",
             "deletion AUC, replacement",
-            "below random on every seed",
         ),
     ]
 
-    def method(name: str, key: str) -> Callable[[Record], float]:
-        return lambda r: r["explanations"]["methods"][name][key]
+    def method(name: str, *keys: str) -> Callable[[Record], float]:
+        def get(r: Record) -> float:
+            value = r["explanations"]["methods"][name]
+            for key in keys:
+                value = value[key]
+            return value
+
+        return get
 
     def replaced(name: str) -> Callable[[Record], float]:
         return lambda r: r["explanations"]["by_replacement"][name]["deletion_auc"]
-
-    def below_on_every_seed(get: Callable[[Record], float], baseline) -> str:
-        pairs = [(get(r), baseline(r)) for r in runs if values([r], get) and values([r], baseline)]
-        return "yes" if pairs and all(x < y for x, y in pairs) else ("no" if pairs else "—")
-
-    def probes_of(r: Record) -> dict:
-        return r["explanations"]["where_output_changes"]
 
     def random_unk(r: Record) -> float:
         return r["explanations"]["random"]["deletion_auc"]
 
     for name in EXPLAIN:
-        responds = values(runs, lambda r, n=name: method(n, "where_output_changes")(r)["aer"])
-        out.append(
-            row_of([
-                name, fmt(values(runs, method(name, "aer"))), fmt(responds),
-                fmt(values(runs, method(name, "deletion_auc")), 3),
-                below_on_every_seed(method(name, "deletion_auc"), random_unk),
-                fmt(values(runs, replaced(name)), 3),
-                below_on_every_seed(replaced(name), replaced("random")),
-            ])
-        )  # fmt: skip
-    probed = values(runs, lambda r: probes_of(r)["words"])
-    of = values(runs, lambda r: probes_of(r)["target_words"])
-    out.append(
-        row_of([
-            "diagonal; random order",
-            fmt(values(runs, lambda r: r["explanations"]["diagonal"]["aer"])),
-            fmt(values(runs, lambda r: probes_of(r)["diagonal"]["aer"])),
-            fmt(values(runs, random_unk), 3), "", fmt(values(runs, replaced("random")), 3), "",
-        ])
-    )  # fmt: skip
-    if probed:
-        out += ["", f"Where the model responds: {fmt(probed)} target words of "
-                f"{fmt(of)} in the sentences it translates exactly."]  # fmt: skip
+        out.append(row_of([
+            name, fmt(values(runs, method(name, "aer"))),
+            fmt(values(runs, method(name, "top_k", "aer"))),
+            fmt(values(runs, method(name, "where_output_changes", "aer"))),
+            fmt(values(runs, method(name, "deletion_auc")), 3),
+            fmt(values(runs, replaced(name)), 3),
+        ]))  # fmt: skip
+    out.append(row_of([
+        "diagonal; random order",
+        fmt(values(runs, lambda r: r["explanations"]["diagonal"]["aer"])),
+        "—",
+        fmt(values(runs, lambda r: r["explanations"]["where_output_changes"]["diagonal"]["aer"])),
+        fmt(values(runs, random_unk), 3), fmt(values(runs, replaced("random")), 3),
+    ]))  # fmt: skip
+    out.append(row_of(["any one-link method: the floor", fmt(floor), "—", "—", "—", "—"]))
+    verdicts = []
+    for name in EXPLAIN:
+        a, b = paired(runs, method(name, "deletion_auc"), random_unk)
+        verdicts.append(ledger(f"C9 {name}: deletes faster than a random order (<unk>)", a, b,
+                               kind=PAIRED, higher_is_better=False, digits=3))  # fmt: skip
+        a, b = paired(runs, replaced(name), replaced("random"))
+        verdicts.append(ledger(f"C9 {name}: deletes faster than a random order (replacement)",
+                               a, b, kind=PAIRED, higher_is_better=False, digits=3))  # fmt: skip
+    for name in EXPLAIN[2:]:
+        a, b = paired(runs, method("attention", "top_k", "aer"), method(name, "top_k", "aer"))
+        verdicts.append(ledger(f"C9 attention closer to the causes than {name} (AER top k)",
+                               a, b, kind=PAIRED, higher_is_better=False,
+                               unit=" points"))  # fmt: skip
+    if floor:
+        words = values(runs, lambda r: r["explanations"]["one_link_floor"]["target_words"])
+        without = values(runs, lambda r: r["explanations"]["one_link_floor"]["without_cause"])
+        out += ["", f"The floor: of {mean(words, 0)} target words (mean over seeds) "
+                f"{mean(without, 0)} have no cause, and some have several, so no method that "
+                f"links every target word to one source word can go below {mean(floor)}% AER; "
+                "the top-k column has no such floor."]  # fmt: skip
+    return out + verdict_lines(ledger, verdicts)
+
+
+# ---------------------------------------------------------------- findings and changes
+
+
+def findings(ledger: Ledger) -> list[str]:
+    """The verdicts in words, settled first: the paragraph under the table."""
+    settled = [v for v in ledger.verdicts if v.word in ("reproduced", "reversed")]
+    open_ = [v for v in ledger.verdicts if v.word == "not settled"]
+    pending = [v for v in ledger.verdicts if v.word == "pending"]
+    out = []
+    if settled:
+        out.append("**Settled**: " + "; ".join(
+            f"{v.claim}: **{v.word}** ({v.difference:+.{v.digits}f}{v.unit}, p = {v.p:.4f})"
+            for v in settled) + ".")  # fmt: skip
+    if open_:
+        out.append("**Not settled**: " + "; ".join(f"{v.claim} ({v.lead()}, p = {v.p:.3f})"
+                                                   for v in open_) + ".")  # fmt: skip
+    if pending:
+        out.append(f"**Pending** (too few seeds for the rule yet): {len(pending)} comparison(s).")
+    return "\n\n".join(out).split("\n") if out else []
+
+
+def old_rule(v: Verdict) -> str:
+    """The rule of the tables before 2026-11-29: every seed of one side beyond every seed
+    of the other (against a fixed number, or paired as C9 read it: every seed beyond),
+    with two seeds a side at least."""
+    if not v.a or (isinstance(v.b, tuple) and not v.b):
+        return "not run"
+    sign = 1 if v.higher_is_better else -1
+    a = [sign * x for x in v.a]
+    b = [sign * x for x in v.b] if isinstance(v.b, tuple) else [sign * v.b] * len(a)
+    if len(a) < 2 or len(b) < 2:
+        return "pending"
+    if v.kind == PAIRED or not isinstance(v.b, tuple):
+        ahead = [x > y for x, y in zip(a, b, strict=True)]
+        behind = [x < y for x, y in zip(a, b, strict=True)]
+        return "reproduced" if all(ahead) else "reversed" if all(behind) else "not settled"
+    if min(a) > max(b):
+        return "reproduced"
+    if max(a) < min(b):
+        return "reversed"
+    return "not settled"
+
+
+# The previous table (2026-11-27) by today's labels: for each claim, the conditions it was
+# judged under where they differ from today's (None: the same comparison).
+PREVIOUS_CONDITIONS = {
+    "C1": None,
+    "C2": "then on the test split (2–60 words) alone, crossing and rest as two sets of seeds",
+    "C3": "then at 1,500 updates, before the models translate; now at equal learning",
+    "C4": None,
+    "C5": None,
+    "C6": None,
+    "C7": "then at the wall-clock seconds of runs that shared the machine",
+    "C9": None,
+}
+# C7 as the previous table printed it (wall-clock seconds, which its records cannot redo)
+PREVIOUS_C7 = {"en-fr": "not settled", "en-de": "not settled", "en-ja": "not settled"}
+
+
+def printed_before(claim: str) -> bool:
+    """Did the previous table judge this comparison (under this label)?"""
+    new = ("forced", "dev BLEU", "learns faster", "top k", "updates", "exactly", "dev,", " dev:")
+    return not any(word in claim for word in new)
+
+
+def previous_verdicts(
+    records: Sequence[Record], baselines: dict[str, dict]
+) -> list[dict[str, Any]]:
+    """The comparisons the previous table printed, each under the old rule (as printed)
+    and under the one rule on the same records, for `changes` to say why a verdict moved
+    (kept in claims-previous-verdicts.json: `claims.py --previous OLD_JSONL BASELINES`)."""
+    _, ledger = tables(records, baselines)
+    found = Records(records)
+    for pair in PAIRS:  # C2 as it was judged: on test, the two recalls as two sets of seeds
+        rows = found.runs(f"rnnsearch-{pair}-", "C2")
+        crossing, rest = values(rows, recall("crossing")), values(rows, recall("not crossing"))
+        ledger(f"C2 {pair}, test, 2–60 words: crossing recalled above the rest", crossing, rest)
+    kept = []
+    for v in ledger.verdicts:
+        if v.word != "not run" and printed_before(v.claim):
+            kept.append({"claim": v.claim, "old_rule": old_rule(v), "rule": v.word,
+                         "seeds": list(v.seeds),
+                         "conditions": PREVIOUS_CONDITIONS[v.claim[:2]]})  # fmt: skip
+    for pair, word in PREVIOUS_C7.items():
+        kept.append({"claim": f"C7 {pair}: the Transformer above RNNsearch at equal seconds",
+                     "old_rule": word, "rule": None, "seeds": [3, 3],
+                     "conditions": PREVIOUS_CONDITIONS["C7"]})  # fmt: skip
+    return kept
+
+
+def changes(previous: list[dict[str, Any]], ledger: Ledger) -> list[str]:
+    """Each comparison whose verdict differs from the previous table's, with the reasons:
+    the rule (the same records judged by the one rule), the conditions of the
+    measurement, the seeds (retrained, five a side)."""
+    now = {v.claim: v for v in ledger.verdicts}
+    rows = []
+    for p in previous:
+        v = now.get(p["claim"])
+        word = v.word if v is not None else "no longer judged"
+        if v is not None and (v.word == "not run" or p["old_rule"] == v.word):
+            continue
+        reasons = []
+        if p["rule"] is not None and p["rule"] != p["old_rule"]:
+            sides = f"{p['seeds'][0]} v {p['seeds'][1] or 'fixed'}"
+            reasons.append(f"the rule (the same {sides} seeds give {p['rule']})")
+        if p.get("conditions"):
+            reasons.append(f"the conditions ({p['conditions']})")
+        if v is not None:
+            reasons.append(f"the seeds ({v.seeds[0]} v {v.seeds[1] or 'fixed'} now, retrained)")
+        elif p["claim"].startswith("C2"):
+            reasons.append("test mixes length generalisation in: read on dev and exact now")
+        rows.append(row_of([p["claim"], p["old_rule"], word, "; ".join(reasons)]))
+    before = {p["claim"] for p in previous}
+    new = [v for v in ledger.verdicts if v.claim not in before and v.word != "not run"]
+    out = ["#### Verdicts changed since the previous table (2026-11-27, 3 seeds)", ""]
+    out += [*header("comparison", "before", "now", "why"), *rows] if rows else ["None."]
+    if new:
+        out += ["", f"{len(new)} comparison(s) the previous table did not make (where they "
+                "mean something: dev, exact translations, equal learning, equal measured "
+                "seconds, top k)."]  # fmt: skip
     return out
 
 

@@ -134,18 +134,6 @@ def test_evaluate_scores_the_attention_against_sure_and_possible_links(prepared,
     assert "deletion AUC, replacement" in scores.explanations_table()
 
 
-def test_the_docs_show_the_rules_the_generator_follows():
-    """docs/data.md's rule tables are `rule_table(pair)`, row for row."""
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "docs" / "data.md").read_text(encoding="utf-8")
-    for pair in grammar_lexicon.PAIRS:
-        table = text.split(f"<!-- grammar-rules: {pair} -->\n", 1)[1].split("\n\n", 1)[0]
-        rows = [line.strip("|").split(" | ") for line in table.splitlines()[2:]]
-        shown = [tuple(cell.strip().replace("\\|", "|") for cell in row) for row in rows]
-        assert shown == list(grammar.rule_table(pair)), pair
-
-
 def test_align_runs_eflomal_on_the_gold_files_with_sure_and_possible_links(
     prepared, tmp_path, capsys
 ):

@@ -5,7 +5,8 @@ grammar, so the right answer is known).
 One English grammar (clauses with subjects, objects, negation, fronted adverbs, "X says that
 ...", coordination; noun phrases with determiners, adjectives, prepositional phrases and
 relative clauses, recursively) is written into three made-up target languages, each named
-after what it carries (`rule_table(pair)` lists the rules):
+after what it carries (docs/data.md has their rule tables, each row checked against generated
+sentences by tests/test_grammar_docs.py):
 
     en-fr   adjectives after the noun (but a closed set: grand, petit, vieux, ...); gender and
             number agreement of determiners and adjectives; an article for the bare plural
@@ -14,7 +15,8 @@ after what it carries (`rule_table(pair)` lists the rules):
     en-de   verb second (after a fronted adverb the verb comes before its subject); verb last
             in subordinate and relative clauses; separable verbs ("calls the cat" -> "ruft
             die katze an", "anruft" when last); case from the verb or preposition on
-            determiners, adjectives (weak, mixed, strong endings) and relative pronouns.
+            determiners, adjectives (weak, mixed, strong endings), relative pronouns and
+            the dative plural ("mit hunden").
     en-ja   subject-object-verb; markers wa/ga/o after noun phrases; postpositions; modifiers
             (prepositional phrases + no, relative clauses) before the noun; no articles;
             negation inside the verb form.
@@ -27,8 +29,9 @@ Every `GrammarPair` carries, besides its words:
   its postposition). S is a subset of P (Och & Ney). `crossings` names the sure links that
   cross another one: the reordered spans.
 - `causes[j]`: the source positions whose substitution, by another item of the same slot
-  with the derivation held fixed, changes target word j ("le" in "le grand chat" is caused by
-  "the" and "cat": cat -> mouse gives "la"). Number, case and structure belong to the
+  (category, shape: `grammar_lexicon.shape`, and a determiner's number) with the derivation
+  held fixed, changes target word j ("le" in "le grand chat" is caused by "the" and "cat":
+  cat -> mouse gives "la"). Number, case and structure belong to the
   derivation; a word of a one-item slot ("that", "and") causes nothing. Computed from the
   derivation (each word reads the features it agrees with), and checked by `intervene`,
   which substitutes every item and watches which target words change.
@@ -77,7 +80,6 @@ __all__ = [
     "lexicon",
     "make_splits",
     "phrase",
-    "rule_table",
     "sentence",
 ]
 
@@ -94,52 +96,11 @@ PHENOMENA = (
     "postposition",  # a Japanese marker or postposition after its noun phrase
 )
 SHORTEST = 2  # "cats sleep", "he runs"
-RULES = {
-    "en-fr": [
-        ("clause", "[ADV] SUBJ V [OBJ] PP*", "[ADV] SUBJ V [OBJ] PP*"),
-        ("adjectives", "DET ADJ* N", "DET ADJpre* N ADJpost* (after the noun: mirrored)"),
-        ("agreement", "DET ADJ N", "DET and ADJ take the noun's gender and number"),
-        ("bare plural", "Npl V", "les/las Npl V (the article: possible links to N)"),
-        ("subject agreement", "PRON V", "PRON V (the pronoun's person and number)"),
-        ("negation", "SUBJ doesn't V / never V", "SUBJ ne V pas / ne V jamais"),
-        ("phrasal verb", "V PRT OBJ", "V OBJ (one word)"),
-        ("relative clause", "N that SUBJ V / N that V OBJ", "N que SUBJ V / N qui V OBJ"),
-        ("complement clause", "SUBJ V that S", "SUBJ V que S"),
-        ("coordination", "S and S / NP and NP", "S et S / NP et NP"),
-    ],
-    "en-de": [
-        ("main clause", "SUBJ V OBJ PP*", "SUBJ V OBJ PP* [nicht] [PRT] (verb second)"),
-        ("fronted adverb", "ADV SUBJ V OBJ", "ADV V SUBJ OBJ (verb second)"),
-        ("separable verb", "SUBJ V OBJ / V PRT OBJ", "SUBJ V OBJ PRT (ruft ... an)"),
-        ("subordinate clause", "that SUBJ V OBJ PP*", "dass SUBJ OBJ PP* [nicht] PRT+V"),
-        ("relative clause", "N that SUBJ V", "N REL SUBJ V (REL: N's gender, the gap's case)"),
-        ("case", "SUBJ / OBJ / P NP", "nominative / the verb's case / the preposition's"),
-        ("adjective endings", "DET ADJ N", "weak after der-words, mixed after ein-words"),
-        ("negation", "SUBJ doesn't V / never V", "SUBJ V ... nicht / nie"),
-        ("coordination", "S and S / NP and NP", "S und S / NP und NP"),
-    ],
-    "en-ja": [
-        ("clause", "[ADV] SUBJ V OBJ", "[ADV] SUBJ wa OBJ o V (ga: subordinate)"),
-        ("prepositional phrase", "V ... P NP", "NP P ... V (a postposition before the verb)"),
-        ("noun modifier", "N P NP / N that SUBJ V", "NP P no N / SUBJ ga V N"),
-        ("complement clause", "SUBJ V that S", "SUBJ wa S to V"),
-        ("articles", "the/a N, this N", "N (no word), kono N"),
-        ("negation", "doesn't V / never V", "V-nai / kesshite V-nai (one verb form)"),
-        ("phrasal verb", "V PRT OBJ", "OBJ o V (one word)"),
-        ("coordination", "S and S / NP and NP", "S soshite S / NP to NP"),
-    ],
-}
 
 
 def _check_pair(pair: str) -> None:
     if pair not in PAIRS:
         raise UserError(f"unknown language pair {pair!r}; valid: {', '.join(PAIRS)}")
-
-
-def rule_table(pair: str) -> list[tuple[str, str, str]]:
-    """The rules of `pair` as (rule, English side, target side) rows, for the docs."""
-    _check_pair(pair)
-    return list(RULES[pair])
 
 
 def lexicon(pair: str) -> dict[str, tuple[Item, ...]]:

@@ -108,6 +108,38 @@ def cause_links(pair: Any, source_words: int) -> set[tuple[int, int]]:
     return {(i, j) for j, found in enumerate(pair.causes) for i in found if i < source_words}
 
 
+def top_k_links(word_weights: np.ndarray, gold: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Each target word j linked to its k_j highest-scoring source words, k_j being how
+    many gold links (causes) it has: none for a word without a cause (ties by position).
+    The number of links is the gold's, so AER measures which words, not how many.
+
+    Shapes:
+        word_weights: (T_words, S_words)
+    """
+    wanted: dict[int, int] = {}
+    for _, j in gold:
+        wanted[j] = wanted.get(j, 0) + 1
+    links = set()
+    for j, k in wanted.items():
+        if j < len(word_weights):
+            order = sorted(range(word_weights.shape[1]), key=lambda i: (-word_weights[j, i], i))
+            links.update((i, j) for i in order[:k])
+    return links
+
+
+def one_link_floor(items: Sequence[Item]) -> dict[str, float]:
+    """The lowest AER against the causes that any method linking every target word to
+    exactly one source word can reach on `items`: with T target words, N0 of them without
+    a cause and S cause links, at most T − N0 links can be right, so
+    AER ≥ 1 − 2·(T − N0) / (T + S) (Och & Ney's AER with P = S). A percentage."""
+    words = sum(len(i.target.words) for i in items)
+    caused = sum(len({j for _, j in i.links or ()}) for i in items)
+    links = sum(len(i.links or ()) for i in items)
+    floor = 1 - 2 * caused / max(1, words + links)
+    return {"aer": round(100 * floor, 2), "target_words": words,
+            "without_cause": words - caused, "cause_links": links}  # fmt: skip
+
+
 def word_ranking(matrix: np.ndarray, source: SideWords, target: SideWords) -> list[int]:
     """Source words, most important first: the column sums of the word-level matrix (ties
     by position)."""
@@ -252,6 +284,8 @@ def explanation_report(
         sure = [item.links for item in items]
         diagonal = [diagonal_alignment(len(i.source.words), len(i.target.words)) for i in items]
         report["diagonal"] = _aer(alignment_scores(diagonal, sure))
+        if lab:
+            report["one_link_floor"] = one_link_floor(items)
     if probes is not None:
         exact = [p for p in probes if p.responsive is not None]
         report["where_output_changes"] = {
@@ -268,11 +302,18 @@ def explanation_report(
         explained = explain(model, pairs, method, choice, ig_steps=ig_steps)
         row: dict[str, Any] = {}
         if has_gold:
-            links = [
-                word_view(shift_rows(e.matrix.numpy(), choice.offset), i.source, i.target).links
+            views = [
+                word_view(shift_rows(e.matrix.numpy(), choice.offset), i.source, i.target)
                 for e, i in zip(explained, items, strict=True)
             ]
+            links = [v.links for v in views]
             row.update(_aer(alignment_scores(links, sure)))
+            if lab:  # as many links per target word as it has causes: no one-link floor
+                top = [
+                    top_k_links(v.word_weights, i.links)
+                    for v, i in zip(views, items, strict=True)
+                ]
+                row["top_k"] = _aer(alignment_scores(top, sure))
             if probes is not None:
                 row["where_output_changes"] = _where_output_changes(links, items, probes)
         rankings[method] = [
