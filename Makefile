@@ -41,9 +41,10 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/attnmt quickstart
 
+# The whole suite, one worker per core (pytest-xdist), each test file in one worker.
 test: $(STAMP)
 	$(BIN)/ruff check src tests
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile --durations=25
 
 # Side by side with JoeyNMT 2.3 (installed into its own venv on first use), PyTorch and
 # CTranslate2 on this machine; regenerates benchmarks/results.md (about 40 minutes on 2

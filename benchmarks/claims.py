@@ -235,7 +235,7 @@ def run_one(spec: Spec, budget: str, out: Path) -> dict[str, Any]:
     from attnmt.config import load_config
     from attnmt.training import train
 
-    started = time.monotonic()
+    started, began = time.monotonic(), time.time()
     cfg = load_config(CONFIG, overrides_of(spec, budget, out))
     run_dir = out / spec.name
     latest = run_dir / "checkpoints" / "latest.json"
@@ -244,7 +244,9 @@ def run_one(spec: Spec, budget: str, out: Path) -> dict[str, Any]:
         train(cfg, resume=latest.is_file(), progress=False)
     record = measure(spec, budget, run_dir)
     # this session's seconds (a resumed run: since it resumed) and where they were spent
-    return {**record, "seconds": round(time.monotonic() - started, 1), "machine": machine()}
+    # and when (Unix seconds): the plan's wall clock is first start to last end
+    return {**record, "seconds": round(time.monotonic() - started, 1), "machine": machine(),
+            "began": round(began), "ended": round(time.time())}  # fmt: skip
 
 
 def machine() -> str:

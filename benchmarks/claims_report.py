@@ -136,6 +136,12 @@ def setup(
 
     machines = sorted({r["machine"] for r in records}) or ["—"]
     hours = sum(r.get("seconds", 0.0) for r in records) / 3600
+    timed = [r for r in records if "began" in r]
+    clock = ""
+    if timed:
+        span = (max(r["ended"] for r in timed) - min(r["began"] for r in timed)) / 3600
+        clock = (f"; {len(timed)} of them from the first start to the last end: {span:.1f} "
+                 "hours of wall clock, with whatever else shared the cores")  # fmt: skip
     main = [s for s in specs if set(s.claims) & set(MAIN)]
     done = {r["name"] for r in records}
     size = {}
@@ -149,7 +155,7 @@ def setup(
         f"({sum(s.name in done for s in main)} of {len(main)} in the main plan, the rest "
         f"C3's own plan) on {'; '.join(machines)}, "
         f"one thread each, two runs at a time: {hours:.1f} hours of run time summed over runs "
-        f"(training and measuring), about {hours / 2:.1f} hours of wall clock on 2 cores"
+        f"(training and measuring), about {hours / 2:.1f} hours of wall clock on 2 cores{clock}"
         + (f"; this invocation took {wall / 60:.0f} min." if wall else "."),
         "",
         f"The models, on en-fr: RNNsearch (configs/grammar.yaml, {size['rnnsearch']} "
@@ -256,6 +262,11 @@ C2_WHERE = (  # where C2 is read: (record key, what it is, judged)
 )
 
 
+def sentences_read(report: dict[str, Any]) -> int:
+    """How many sentences an alignment record was read on (a split's: its diagonal's)."""
+    return report["sentences"] if "sentences" in report else report["diagonal"]["sentences"]
+
+
 def c2(found: Records, ledger: Ledger) -> list[str]:
     out = [
         "### C2 Reordering: crossing links against the rest, where the model has learned",
@@ -277,7 +288,7 @@ def c2(found: Records, ledger: Ledger) -> list[str]:
             crossing, rest = paired(rows, recall("crossing", where), recall("not crossing", where))
             if not crossing:
                 continue
-            count = values(rows, lambda r, w=where: r[f"alignment_{w}"].get("sentences", 500))
+            count = values(rows, lambda r, w=where: sentences_read(r[f"alignment_{w}"]))
             out.append(row_of([pair, what, mean(count, 0), fmt(crossing), fmt(rest),
                                fmt(values(rows, aer(where)))]))  # fmt: skip
             if judged:
