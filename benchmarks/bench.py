@@ -59,6 +59,7 @@ from attnmt.decoding.runs import load_run  # noqa: E402
 from attnmt.decoding.translator import Translator  # noqa: E402
 from attnmt.devices import cpu_model, pick_device  # noqa: E402
 from attnmt.metrics import corpus_scores  # noqa: E402
+from attnmt.rundir import RunDir  # noqa: E402
 
 GROUPS = ("machine", "kernels", "training", "quality", "decoding", "data")
 DEFAULT_GROUPS = GROUPS[:-1]  # `data` takes ~40 minutes of its own: asked for by name
@@ -105,13 +106,13 @@ def attnmt_train(config: str, overrides: list[str], run_dir: Path, **budget) -> 
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     with (run_dir.parent / f"{run_dir.name}.out").open("w", encoding="utf-8") as out:
         subprocess.run(command, check=True, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    return read_metrics(run_dir / "metrics.jsonl")
+    return read_metrics(run_dir)
 
 
-def read_metrics(path: Path) -> dict:
+def read_metrics(run_dir: Path) -> dict:
     """Training tokens/s (all logged windows) and the validation curve of an attnmt run,
     each validation placed at the training seconds (validation not counted) of its step."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rows = RunDir(run_dir).metrics()
     train = [r for r in rows if r.get("type") == "train"]
     tokens = previous = 0.0
     elapsed_at = {0: 0.0}

@@ -233,15 +233,16 @@ def overrides_of(spec: Spec, budget: str, out: Path) -> list[str]:
 def run_one(spec: Spec, budget: str, out: Path) -> dict[str, Any]:
     """Train `spec` (or resume it) to its budget, then measure it; returns the record."""
     from attnmt.config import load_config
+    from attnmt.rundir import RunDir
     from attnmt.training import train
 
     started, began = time.monotonic(), time.time()
     cfg = load_config(CONFIG, overrides_of(spec, budget, out))
     run_dir = out / spec.name
-    latest = run_dir / "checkpoints" / "latest.json"
-    step = json.loads(latest.read_text())["step"] if latest.is_file() else 0
+    latest = RunDir(run_dir).latest()
+    step = latest["step"] if latest else 0
     if step < cfg.train.max_steps:
-        train(cfg, resume=latest.is_file(), progress=False)
+        train(cfg, resume=latest is not None, progress=False)
     record = measure(spec, budget, run_dir)
     # this session's seconds (a resumed run: since it resumed) and where they were spent
     # and when (Unix seconds): the plan's wall clock is first start to last end
@@ -276,6 +277,7 @@ def measure(spec: Spec, budget: str, run_dir: Path) -> dict[str, Any]:
     from attnmt.decoding.translator import source_limit
     from attnmt.evaluation.splits import alignment_report, evaluate_examples
     from attnmt.metrics import bleu_by_length, corpus_scores
+    from attnmt.rundir import RunDir
 
     loaded = load_run(run_dir)
     cfg, vocab = loaded.cfg, loaded.vocab
@@ -288,7 +290,7 @@ def measure(spec: Spec, budget: str, run_dir: Path) -> dict[str, Any]:
         "name": spec.name, "family": spec.family, "pair": spec.pair, "seed": spec.seed,
         "claims": sorted(spec.claims), "budget": budget,
         "step": loaded.step,  # the checkpoint measured: the best by dev BLEU
-        "trained": json.loads((run_dir / "checkpoints" / "latest.json").read_text())["step"],
+        "trained": RunDir(run_dir).latest()["step"],
         "parameters": result["parameters"],
         **{k: result[k] for k in ("bleu", "chrf", "exact", "bleu_by_length")},
         "dev": {k: dev_result[k] for k in ("bleu", "chrf", "exact")},  # all of dev, greedy
@@ -353,9 +355,10 @@ def explanations(loaded, examples, limit: int, budget: str) -> dict[str, Any]:
 
 def dev_curve(run_dir: Path) -> list[dict[str, float]]:
     """Dev BLEU and exact match by step, with the training seconds spent to reach it."""
+    from attnmt.rundir import RunDir
+
     elapsed, curve = {}, []
-    for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
+    for row in RunDir(run_dir).metrics():
         if row.get("type") == "train":
             elapsed[row["step"]] = row["elapsed"]
         elif row.get("type") == "valid":

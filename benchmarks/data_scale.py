@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from machine import append_result  # noqa: E402
 
 from attnmt.devices import cpu_flags, cpu_model  # noqa: E402
+from attnmt.rundir import RunDir  # noqa: E402
 
 SIZES = (30_000, 300_000, 1_000_000, 3_000_000, 10_000_000)
 HELD_OUT = {43: "test", 45: "dev"}  # John, Romans
@@ -246,13 +247,11 @@ def ours(work: Path, corpus: Path, attnmt: str, steps: int) -> dict:
         (folder / f"train.{n}").stat().st_size for n in ("ids", "lengths.npy", "offsets.npy")
     )
     folder_bytes = sum(p.stat().st_size for p in folder.iterdir() if p.name.startswith("train."))
-    metrics = run_dir / "metrics.jsonl"
+    run = RunDir(run_dir)
     seen: dict = {}
 
     def until(elapsed: float, pid: int):
-        if not metrics.is_file():
-            return None
-        lines = [json.loads(x) for x in metrics.read_text().splitlines() if '"train"' in x]
+        lines = [e for e in run.metrics() if e.get("type") == "train"]  # while it trains
         if lines and "first_step_s" not in seen:
             seen["first_step_s"] = round(elapsed, 2)
         if lines and lines[-1]["step"] >= 10:
@@ -313,13 +312,11 @@ def two_processes(work: Path, corpus: Path, attnmt: str, steps: int) -> dict:
     shutil.rmtree(run_dir, ignore_errors=True)
     config = _config(work, corpus, cache, run_dir)
     torchrun = str(Path(attnmt).with_name("torchrun"))
-    metrics = run_dir / "metrics.jsonl"
+    run = RunDir(run_dir)
     seen: dict = {}
 
     def until(elapsed: float, pid: int):
-        lines = []
-        if metrics.is_file():
-            lines = [json.loads(x) for x in metrics.read_text().splitlines() if '"train"' in x]
+        lines = [e for e in run.metrics() if e.get("type") == "train"]  # while it trains
         if lines and lines[-1]["step"] >= 10:
             workers = [p for p in _descendants(pid) if _is_trainer(p)]
             for rank, p in enumerate(sorted(workers)):

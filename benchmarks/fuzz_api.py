@@ -41,6 +41,7 @@ from schemathesis.python.asgi import get_client
 from attnmt.config import load_config
 from attnmt.decoding.runs import load_run
 from attnmt.devices import cpu_model
+from attnmt.rundir import RunDir
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.validation import RAGGED
 from attnmt.training import train
@@ -125,7 +126,7 @@ def train_tiny(work: Path) -> dict[str, Path]:
     runs = {}
     for name, (config, overrides) in RUNS.items():
         runs[name] = run_dir = work / name
-        if not (run_dir / "checkpoints").is_dir():
+        if not RunDir(run_dir).checkpoints():
             extra = [
                 *TINY,
                 *overrides,

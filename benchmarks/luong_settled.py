@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from attnmt.rundir import RunDir, step_of
+
 # name: (config, overrides). The three scores and local-p keep input feeding; the last
 # drops it (Luong et al. 2015, Tables 1 and 4).
 VARIANTS: dict[str, tuple[str, list[str]]] = {
@@ -82,7 +84,7 @@ def run_all(commands: list[tuple[list[str], Path]], jobs: int) -> None:
 
 
 def checkpoint_steps(run_dir: Path) -> list[int]:
-    return sorted(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("step-*"))
+    return [step_of(p) for p in RunDir(run_dir).checkpoints()]
 
 
 def common_step(run_dirs: list[Path], every: int) -> int:
@@ -99,8 +101,7 @@ def common_step(run_dirs: list[Path], every: int) -> int:
 
 
 def events(run_dir: Path, kind: str) -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e.get("type") == kind]
+    return [e for e in RunDir(run_dir).metrics() if e.get("type") == kind]
 
 
 def summarise(out: Path, runs: dict[tuple[str, int], Path], step: int) -> dict:
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         (
             attnmt(
                 "evaluate",
-                str(d / "checkpoints" / f"step-{step:08d}"),
+                str(RunDir(d).checkpoint_path(step)),
                 "--beam",
                 "5",
                 "--device",

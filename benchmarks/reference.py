@@ -46,13 +46,13 @@ from pathlib import Path
 import torch
 
 from attnmt.checkpoint import VERSION, load_weights, save_weights
+from attnmt.rundir import RunDir, read_state, write_state
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs" / "reference"
 TEXT = ("rnnsearch-en-fr", "transformer-en-fr", "rnnencdec-en-fr")
 IMAGES = ("captions-soft", "captions-plain", "captions-hard", "glimpses")
 NAMES = TEXT + IMAGES
-COPIED = ("config.yaml", "metrics.jsonl", "train.log")
 STOPPED = re.compile(r"stopped \((?P<why>[a-z_]+)\) at step (?P<step>\d+)")
 
 
@@ -80,7 +80,7 @@ def train_command(name: str, args: argparse.Namespace) -> list[str]:
         sets.append(f"train.max_minutes={args.minutes}")
     sets += args.set
     command = attnmt("train", str(config_of(name)), "--quiet")
-    if (run_dir(name, args.runs) / "checkpoints" / "latest.json").is_file():
+    if RunDir(run_dir(name, args.runs)).checkpoints():
         command.append("--resume")
     return command + [x for s in sets for x in ("--set", s)]
 
@@ -118,33 +118,31 @@ def stop_reason(log: Path) -> tuple[str, int] | None:
 
 def finish(name: str, args: argparse.Namespace) -> dict:
     """Copy a stopped run into reference/NAME with fp16 weights; evaluate; write its record."""
-    source, target = run_dir(name, args.runs), args.out / name
-    best = json.loads((source / "checkpoints" / "best.json").read_text())
-    latest = json.loads((source / "checkpoints" / "latest.json").read_text())
-    checkpoint = source / "checkpoints" / best["checkpoint"]
-    staging = target.with_name(f".{name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "checkpoints" / best["checkpoint"]).mkdir(parents=True)
-    for file in COPIED:
-        shutil.copy2(source / file, staging / file)
-    shutil.copytree(source / "vocab", staging / "vocab")
+    source, target = RunDir(run_dir(name, args.runs)), args.out / name
+    best, latest = source.best(), source.latest()
+    if best is None or latest is None:
+        raise SystemExit(f"{source.path} has no best or latest checkpoint to finish")
+    checkpoint = source.checkpoint("best")
+    staging = RunDir(target.with_name(f".{name}.partial"))
+    shutil.rmtree(staging.path, ignore_errors=True)
+    stored = staging.checkpoint_path(best["step"])
+    stored.mkdir(parents=True)
+    for copied in (source.config_path, source.metrics_path, source.log_path):  # as written
+        shutil.copy2(copied, staging.path / copied.name)
+    shutil.copytree(source.vocab_dir, staging.vocab_dir)
     weights = load_weights(checkpoint / "model.safetensors")
-    stored = staging / "checkpoints" / best["checkpoint"]
     save_weights(stored / "model.safetensors", weights, dtype=torch.float16)
-    state = json.loads((checkpoint / "state.json").read_text())
-    (stored / "state.json").write_text(json.dumps({**state, "version": VERSION}, indent=1))
-    (staging / "checkpoints" / "best.json").write_text(json.dumps(best, indent=1))
-    (staging / "checkpoints" / "latest.json").write_text(
-        json.dumps({"checkpoint": best["checkpoint"], "step": best["step"]}, indent=1)
-    )
+    write_state(stored, {**read_state(checkpoint), "version": VERSION})
+    staging.mark("best", best["step"], best["metric"])
+    staging.mark("latest", best["step"])
     beam = beam_of(name)
-    evaluate = attnmt("evaluate", str(staging), "--beam", str(beam), "--device", args.device)
+    evaluate = attnmt("evaluate", str(staging.path), "--beam", str(beam), "--device", args.device)
     if args.eval_limit:
         evaluate += ["--limit", str(args.eval_limit)]
     subprocess.run(evaluate, check=True, stdout=subprocess.DEVNULL)
-    report = json.loads((staging / "eval" / f"test-beam{beam}.json").read_text())
-    last = json.loads((source / "checkpoints" / latest["checkpoint"] / "state.json").read_text())
-    why, step = stop_reason(source / "train.log") or ("unknown", latest["step"])
+    report = json.loads((staging.path / "eval" / f"test-beam{beam}.json").read_text())
+    last = source.state("latest")
+    why, step = stop_reason(source.log_path) or ("unknown", latest["step"])
     record = {
         "name": name,
         "config": str(config_of(name).relative_to(ROOT)),
@@ -166,10 +164,10 @@ def finish(name: str, args: argparse.Namespace) -> dict:
         },
         "test_beam": beam,
     }
-    (staging / "reference.json").write_text(json.dumps(record, indent=1) + "\n")
+    (staging.path / "reference.json").write_text(json.dumps(record, indent=1) + "\n")
     if target.exists():
         shutil.rmtree(target)
-    os.replace(staging, target)
+    os.replace(staging.path, target)
     return record
 
 

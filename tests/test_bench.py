@@ -41,7 +41,7 @@ def test_read_metrics_weights_tokens_per_second_by_time(tmp_path):
     ]
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = bench.read_metrics(path)
+    result = bench.read_metrics(tmp_path)  # the run directory
     # 10 s at 1,000 and 20 s at 3,000: 70,000 tokens in 30 s.
     assert result["tokens_per_s"] == pytest.approx(70000 / 30, abs=0.1)
     assert result["curve"] == [

@@ -189,7 +189,8 @@ LAYERS = [
     # nothing of attnmt below them
     ("attnmt.errors", "attnmt.arrays", "attnmt.lazy", "attnmt.cancel", "attnmt.metrics",
      "attnmt.progress", "attnmt.scripts", "attnmt.attention"),
-    ("attnmt.config",),  # the corpora it checks against are its own tables (config.corpora)
+    ("attnmt.config",  # the corpora it checks against are its own tables (config.corpora)
+     "attnmt.rundir"),  # a run directory's layout: read without torch (report, server, API)
     ("attnmt.devices", "attnmt.checkpoint", "attnmt.plotting"),
     ("attnmt.data",),
     ("attnmt.models", "attnmt.alignment", "attnmt.runtime", "attnmt.averaging"),

@@ -15,27 +15,27 @@ counter) is taken from the newest checkpoint.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from attnmt.checkpoint import load_checkpoint, save_checkpoint, write_json_atomic
+from attnmt.checkpoint import load_checkpoint, save_checkpoint
 from attnmt.errors import CheckpointError
+from attnmt.rundir import RunDir, is_checkpoint, read_state, step_of
 
 LOWER_IS_BETTER = ("loss", "ppl")  # every other validation metric: higher is better
 
 
 def run_checkpoints(run: str | Path) -> list[Path]:
     """The complete step checkpoints of a run, oldest first."""
-    folder = Path(run) / "checkpoints"
-    if not folder.is_dir():
+    files = RunDir(run)
+    if not files.checkpoints_dir.is_dir():
         if not Path(run).exists():
             raise CheckpointError(f"'{run}' does not exist; give a run directory")
         raise CheckpointError(f"'{run}' holds no checkpoints/ folder; give a run directory")
-    return sorted(p for p in folder.glob("step-*") if (p / "state.json").is_file())
+    return [p for p in files.checkpoints() if is_checkpoint(p)]
 
 
 def _too_few(run: Path, have: int, want: int, which: str) -> CheckpointError:
@@ -47,19 +47,8 @@ def _too_few(run: Path, have: int, want: int, which: str) -> CheckpointError:
 
 
 def validation_scores(run: Path) -> dict[int, dict[str, Any]]:
-    """Each validated step's dev scores, from the run's metrics.jsonl (the last of a step)."""
-    scores: dict[int, dict[str, Any]] = {}
-    path = run / "metrics.jsonl"
-    if not path.is_file():
-        return scores
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a crash
-        if isinstance(event, dict) and event.get("type") == "valid":
-            scores[int(event["step"])] = event
-    return scores
+    """Each validated step's dev scores, from the run's metrics (the last of a step)."""
+    return {int(e["step"]): e for e in RunDir(run).metrics() if e.get("type") == "valid"}
 
 
 def pick_checkpoints(
@@ -84,26 +73,22 @@ def pick_checkpoints(
         if len(steps) < last:
             raise _too_few(run, len(steps), last, "step")
         return steps[-last:], f"last {last}"
-    state = json.loads((steps[-1] / "state.json").read_text(encoding="utf-8")) if steps else {}
+    state = read_state(steps[-1]) if steps else {}
     metric = state.get("config", {}).get("train", {}).get("early_stopping_metric", "bleu")
     scores = validation_scores(run)
-    scored = [p for p in steps if metric in scores.get(_step_of(p), {})]
+    scored = [p for p in steps if metric in scores.get(step_of(p), {})]
     if len(scored) < want:
         raise _too_few(run, len(scored), want, f"validated (dev {metric})")
     lower = metric in LOWER_IS_BETTER
-    ranked = sorted(scored, key=lambda p: scores[_step_of(p)][metric], reverse=not lower)
-    return sorted(ranked[:want]), f"best {want} by dev {metric}"
-
-
-def _step_of(path: Path) -> int:
-    return int(path.name.split("-", 1)[1])
+    ranked = sorted(scored, key=lambda p: scores[step_of(p)][metric], reverse=not lower)
+    return sorted(ranked[:want], key=step_of), f"best {want} by dev {metric}"
 
 
 def average_weights(paths: list[Path]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The mean of the checkpoints' model weights, and the newest checkpoint's state."""
     if not paths:
         raise CheckpointError("no checkpoints to average")
-    paths = sorted(paths, key=_step_of)
+    paths = sorted(paths, key=step_of)
     first = load_checkpoint(paths[0], with_optimizer=False)
     total = {k: v.double() for k, v in first.model.items() if v.is_floating_point()}
     newest = first
@@ -139,7 +124,7 @@ def write_average(run: str | Path, paths: list[Path], out: str | Path, *, how: s
     """Average `paths` (checkpoints of `run`) into the run directory `out`; returns the
     checkpoint written. `out` must not hold a checkpoint already (nothing is overwritten)."""
     run, out = Path(run), Path(out)
-    if (out / "checkpoints").exists():
+    if RunDir(out).checkpoints_dir.exists():
         raise CheckpointError(
             f"'{out}' already holds checkpoints; remove it or choose another -o directory"
         )
@@ -151,16 +136,14 @@ def write_average(run: str | Path, paths: list[Path], out: str | Path, *, how: s
         "how": how,
         "run": str(run),
         "checkpoints": [p.name for p in paths],
-        "steps": [_step_of(p) for p in paths],
+        "steps": [step_of(p) for p in paths],
     }
+    source, target = RunDir(run), RunDir(out)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(run / "vocab", out / "vocab", dirs_exist_ok=True)
-    if (run / "config.yaml").is_file():
-        shutil.copy2(run / "config.yaml", out / "config.yaml")
-    name = f"step-{step:08d}"
-    path = save_checkpoint(out / "checkpoints" / name, model_state=weights, state=kept)
+    shutil.copytree(source.vocab_dir, target.vocab_dir, dirs_exist_ok=True)
+    if source.config_path.is_file():
+        shutil.copy2(source.config_path, target.config_path)
+    path = save_checkpoint(target.checkpoint_path(step), model_state=weights, state=kept)
     for pointer in ("latest", "best"):
-        write_json_atomic(
-            out / "checkpoints" / f"{pointer}.json", {"checkpoint": name, "step": step}
-        )
+        target.mark(pointer, step)
     return path

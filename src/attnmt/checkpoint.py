@@ -1,20 +1,21 @@
 """Checkpoints: tensors in safetensors, everything else in JSON, never code.
 
-A checkpoint is a directory:
+A checkpoint is a directory (where it sits in a run, and the pointers to the latest and
+the best: `attnmt.rundir`):
 
     checkpoints/step-00000500/
         model.safetensors       model weights, each distinct tensor once (tied weights
                                 under one name, the others as aliases in its metadata)
         optimizer.safetensors   optimizer tensors (Adam moments, step counts) and RNG state
-        state.json              format tag, step, config, optimizer hyper-parameters,
+        the state (JSON)        format tag, step, config, optimizer hyper-parameters,
                                 scheduler / data-iterator / RNG state, metrics
 
 It is written into a temporary sibling directory, every file flushed to disk, and then
 renamed into place, so a crash at any moment leaves either the whole checkpoint or none of
-it. `latest.json` and `best.json` beside the checkpoints name the current ones (also
-replaced atomically). Every file and the directory get the permissions of any new file
-(0644 and 0755 under umask 022), not the 0600/0700 of temporary names. Loading reads
-safetensors and JSON only: no pickle, no code.
+it. The pointers to the latest and the best checkpoint are replaced atomically too. Every
+file and the directory get the permissions of any new file (0644 and 0755 under umask
+022), not the 0600/0700 of temporary names. Loading reads safetensors and JSON only: no
+pickle, no code.
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from attnmt.errors import CheckpointError
+from attnmt.rundir import (
+    CHECKPOINTS,
+    RunDir,
+    current_umask,
+    is_checkpoint,
+    read_state,
+    sync_dir,
+    write_state,
+)
 
 FORMAT = "attnmt-checkpoint"
 # 2: model.safetensors stores tied (equal) tensors once, with an "aliases" metadata entry.
@@ -89,57 +99,14 @@ def _join_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> d
 # --------------------------------------------------------------------------------------
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _umask() -> int:
-    """The process's umask: from /proc where Linux shows it, else by setting it and putting
-    it straight back (the only portable way to read it)."""
-    try:
-        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _plain_permissions(directory: Path) -> None:
     """Give `directory` and its files what a plain mkdir / open would (mkdtemp: 0700,
     mkstemp and safetensors: 0600), so a checkpoint reads like the rest of the run."""
-    mask = _umask()
+    mask = current_umask()
     for child in directory.iterdir():
         if child.is_file():
             child.chmod(0o666 & ~mask)
     directory.chmod(0o777 & ~mask)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to `path` via a flushed temporary file and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 -> a plain file's permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 def _fsync_file(path: Path) -> None:
@@ -171,14 +138,14 @@ def save_checkpoint(
             opt_tensors, meta["optimizer"] = _split_optimizer(optimizer_state)
             extra.update(opt_tensors)
         save_file(extra, str(tmp / "optimizer.safetensors"), metadata={"format": FORMAT})
-        (tmp / "state.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
-        for name in ("model.safetensors", "optimizer.safetensors", "state.json"):
+        write_state(tmp, meta)
+        for name in ("model.safetensors", "optimizer.safetensors"):
             _fsync_file(tmp / name)
         _plain_permissions(tmp)
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        sync_dir(path.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -191,15 +158,8 @@ def load_checkpoint(path: str | Path, *, with_optimizer: bool = True) -> Checkpo
     Raises `CheckpointError` with one clear sentence for a missing, damaged or foreign file.
     """
     path = resolve_checkpoint(path)
-    state_file = path / "state.json"
-    try:
-        state = json.loads(state_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(
-            f"'{state_file}' is missing or damaged ({err.__class__.__name__}); "
-            "pick another checkpoint or retrain"
-        ) from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+    state = read_state(path)
+    if state.get("format") != FORMAT:
         raise CheckpointError(f"'{path}' is not an attnmt checkpoint (no '{FORMAT}' tag)")
     if state.get("version", 0) > VERSION:
         raise CheckpointError(
@@ -272,50 +232,36 @@ def save_weights(
 
 
 def resolve_checkpoint(path: str | Path, which: str = "latest") -> Path:
-    """A checkpoint directory from itself, a run directory, or a `checkpoints/` directory.
-
-    Without a `latest.json` (deleted, say, because it was damaged) the latest is the
-    complete step checkpoint with the highest step.
-    """
+    """A checkpoint directory from itself, a run directory, or a `checkpoints/` directory:
+    the run's latest (or best) one (`RunDir.checkpoint`)."""
     path = Path(path)
-    if (path / "state.json").is_file() or (path / "model.safetensors").is_file():
+    if is_checkpoint(path) or (path / "model.safetensors").is_file():
         return path
-    for folder in (path / "checkpoints", path):
-        pointer = folder / f"{which}.json"
-        if pointer.is_file():
-            try:
-                name = json.loads(pointer.read_text())["checkpoint"]
-            except (OSError, ValueError, KeyError, TypeError):
-                raise CheckpointError(f"'{pointer}' is damaged; delete it to resume") from None
-            return folder / name
-        steps = sorted(p for p in folder.glob("step-*") if (p / "state.json").is_file())
-        if which == "latest" and steps:
-            return steps[-1]
-    if not path.exists():
-        raise CheckpointError(f"'{path}' does not exist; give a run directory or a checkpoint")
-    raise CheckpointError(f"'{path}' holds no checkpoint; train first or give a checkpoint")
+    if path.name == CHECKPOINTS and not (path / CHECKPOINTS).is_dir():
+        return RunDir(path.parent).checkpoint(which)
+    return RunDir(path).checkpoint(which)
 
 
 class CheckpointManager:
     """Saves step checkpoints under `run_dir/checkpoints`, keeps the best and the last K."""
 
     def __init__(self, run_dir: str | Path, *, keep_last: int = 3, higher_is_better=True):
-        self.folder = Path(run_dir) / "checkpoints"
+        self.run = RunDir(run_dir)
+        self.folder = self.run.checkpoints_dir
         self.keep_last = max(1, keep_last)
         self.higher_is_better = higher_is_better
 
     def _pointer(self, which: str) -> dict[str, Any] | None:
-        path = self.folder / f"{which}.json"
-        if not path.is_file():
-            return None
+        """The latest or best pointer; None where it is missing or damaged (the next save
+        writes it anew)."""
         try:
-            return json.loads(path.read_text())
-        except ValueError:
+            return self.run.latest() if which == "latest" else self.run.best()
+        except CheckpointError:
             return None
 
     def has_checkpoint(self) -> bool:
-        """True once a checkpoint was saved (whether or not `latest.json` is intact)."""
-        return any(p.is_dir() for p in self.folder.glob("step-*"))
+        """True once a checkpoint was saved (whether or not the latest pointer is intact)."""
+        return bool(self.run.checkpoints())
 
     @property
     def best_metric(self) -> float | None:
@@ -330,18 +276,15 @@ class CheckpointManager:
 
     def save(self, step: int, *, metric: float | None = None, **kwargs: Any) -> Path:
         """Save the checkpoint of `step`; mark it best when `metric` beats the best so far."""
-        name = f"step-{step:08d}"
-        path = save_checkpoint(self.folder / name, **kwargs)
-        write_json_atomic(self.folder / "latest.json", {"checkpoint": name, "step": step})
+        path = save_checkpoint(self.run.checkpoint_path(step), **kwargs)
+        self.run.mark("latest", step)
         if metric is not None and self.is_better(metric):
-            write_json_atomic(
-                self.folder / "best.json", {"checkpoint": name, "step": step, "metric": metric}
-            )
+            self.run.mark("best", step, metric)
         self._prune()
         return path
 
     def _prune(self) -> None:
-        steps = sorted(p for p in self.folder.glob("step-*") if p.is_dir())
+        steps = self.run.checkpoints()
         protected = {
             pointer["checkpoint"]
             for pointer in (self._pointer("best"), self._pointer("latest"))
@@ -351,7 +294,8 @@ class CheckpointManager:
             if old.name not in protected:
                 shutil.rmtree(old, ignore_errors=True)
         # What a process killed while writing left behind (there is one writer: rank 0).
-        for leftover in self.folder.glob(".step-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
-        for leftover in self.folder.glob(".*.json.*"):
-            leftover.unlink(missing_ok=True)
+        for leftover in self.run.leftovers():
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from attnmt.alignment.links import SYMMETRIZATIONS
-from attnmt.checkpoint import resolve_checkpoint, write_json_atomic
 from attnmt.config import IMAGE_CORPORA
 from attnmt.data.alignments import write_pharaoh
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
@@ -35,6 +34,7 @@ from attnmt.explain.images import image_explanations
 from attnmt.explain.measures import markdown_rows
 from attnmt.metrics import markdown_table, reference_streams
 from attnmt.plotting import length_curves
+from attnmt.rundir import RunDir, write_json_atomic
 
 # corpora whose pairs come with word links: their evaluation scores the attention as an aligner
 GOLD_CORPORA = ("alignments", "grammar")
@@ -301,25 +301,16 @@ def read_evaluation(path: Path) -> Any:
 def training_summary(run_dir: Path) -> dict[str, Any]:
     """Steps and training time (latest checkpoint), median training tokens/s (metrics)."""
 
+    run = RunDir(run_dir)
     summary: dict[str, Any] = {"trained_steps": None, "training_seconds": None}
     try:
-        state = json.loads((resolve_checkpoint(run_dir, "latest") / "state.json").read_text())
+        state = run.state()
         summary["trained_steps"] = int(state.get("step", 0))
         summary["training_seconds"] = float(state.get("progress", {}).get("elapsed", 0.0))
-    except (CheckpointError, OSError, ValueError, TypeError, AttributeError):
+    except (CheckpointError, ValueError, TypeError, AttributeError):
         pass
-    rates = []
-    try:
-        with open(run_dir / "metrics.jsonl", encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue  # a line still being written by a running training
-                if isinstance(event, dict) and event.get("type") == "train":
-                    rates.append(float(event.get("tokens_per_s", 0.0)))
-    except OSError:
-        pass
+    events = run.metrics()  # a training still running: its last line may be cut short
+    rates = [float(e.get("tokens_per_s", 0.0)) for e in events if e.get("type") == "train"]
     summary["tokens_per_s"] = round(statistics.median(rates), 1) if rates else None
     return summary
 

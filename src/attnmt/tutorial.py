@@ -17,7 +17,6 @@ from __future__ import annotations
 import html
 import importlib.metadata
 import io
-import json
 import os
 import platform
 import shutil
@@ -27,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from attnmt.api.runs import TrainedRun, section_overrides, train
-from attnmt.checkpoint import resolve_checkpoint
 from attnmt.config import load_config
 from attnmt.config.loading import to_dict
 from attnmt.devices import cpu_flags, cpu_model
 from attnmt.errors import CheckpointError, UserError
 from attnmt.progress import watched
+from attnmt.rundir import RunDir
 
 BUDGETS = ("smoke", "full")
 ROOT = Path(__file__).resolve().parents[2]  # the repository, for an editable install
@@ -153,8 +152,8 @@ def _torch_version() -> str:
 def _finished(run_dir: Path, wanted: dict[str, Any]):
     """The `TrainedRun` of `run_dir` if it finished training with the config `wanted`."""
     try:
-        state = json.loads((resolve_checkpoint(run_dir) / "state.json").read_text("utf-8"))
-    except (OSError, ValueError, CheckpointError):
+        state = RunDir(run_dir).state()
+    except CheckpointError:
         return None
     if state.get("config") != wanted or state.get("step") != wanted["train"]["max_steps"]:
         return None

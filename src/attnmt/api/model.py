@@ -3,19 +3,18 @@ Python, each result drawing itself in a notebook (`attnmt.views.results`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from attnmt.config import IMAGE_MODELS
 from attnmt.decoding.attention_choice import labels, run_attention
 from attnmt.decoding.loading import open_model
 from attnmt.decoding.records import scored_record, sentence_record
 from attnmt.decoding.translator import Sentence, Translator, source_limit
-from attnmt.errors import UserError
+from attnmt.errors import CheckpointError, UserError
+from attnmt.rundir import RunDir
 from attnmt.views.results import Comparison, Translated, Translations, show_figures_inline
 
 show_figures_inline()  # `.plot()` figures draw in a notebook without `%matplotlib inline`
@@ -34,7 +33,7 @@ class Model:
     """A loaded run (or an ensemble) ready to translate, score and align.
 
     `config` is the run's `attnmt.config.Config`, `metrics` its training log (one dict per
-    event of metrics.jsonl), `best` its best validation (checkpoints/best.json) or None.
+    event, `RunDir.metrics`), `best` its best validation (`RunDir.best`) or None.
     """
 
     def __init__(self, loaded, name: str | None = None) -> None:
@@ -50,14 +49,13 @@ class Model:
 
     @property
     def metrics(self) -> list[dict[str, Any]]:
-        return read_metrics(self.run_dir)
+        return RunDir(self.run_dir).metrics()
 
     @property
     def best(self) -> dict[str, Any] | None:
-        path = self.run_dir / "checkpoints" / "best.json"
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return RunDir(self.run_dir).best()
+        except CheckpointError:
             return None
 
     def examples(self, split: str = "test") -> list:
@@ -115,7 +113,7 @@ class Model:
         each completed by the search (`.alternatives`; below `min_alternative_prob` left
         out, the likeliest always kept).
         """
-        if self.config.model.name in IMAGE_MODELS:
+        if self.loaded.model.reads_images:
             raise UserError(
                 "translate() reads text; this run reads images, its attention over the "
                 "canvas's grid: looks(index) draws it, attnmt.evaluate(model) reads canvases"
@@ -191,7 +189,7 @@ class Model:
         """How likely the model finds each target given its source (forced decoding): each
         result's `score` (length-normalised as the search does), `log_prob`, the
         `token_log_probs`, and the attention while reading the target (its view)."""
-        if self.config.model.name in IMAGE_MODELS:
+        if self.loaded.model.reads_images:
             raise UserError("score() reads text pairs; this run's model reads images")
         sources, single = _lines(source, "source")
         targets, single_target = _lines(target, "target")
@@ -247,7 +245,7 @@ class Model:
         """An image run's canvas `index` of `split`, read greedily: one panel per output
         step, its attention spread over the pixels, the true digit's box dashed (a glimpse
         model's path drawn on it) — Xu et al.'s Fig. 2–3 as a matplotlib figure."""
-        if self.config.model.name not in IMAGE_MODELS:
+        if not self.loaded.model.reads_images:
             raise UserError("looks() draws an image run's attention; this run reads text")
         from attnmt.evaluation.vision import canvas_looks  # torch and the canvases
 
@@ -360,21 +358,3 @@ def compare(*results: Translated | Translations, names: Sequence[str] | None = N
             for i, r in enumerate(results)
         ]
     return Comparison(results, names)
-
-
-# --- training and evaluating ---------------------------------------------------------------
-
-
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "metrics.jsonl"
-    events = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return []
-    for line in text.splitlines():
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut by a crash
-    return events

@@ -12,15 +12,15 @@ from typing import Any
 import yaml
 from matplotlib.figure import Figure
 
-from attnmt.api.model import Model, load, read_metrics
-from attnmt.checkpoint import resolve_checkpoint
+from attnmt.api.model import Model, load
 from attnmt.config import Config, load_config
 from attnmt.config.loading import to_dict
-from attnmt.errors import UserError
+from attnmt.errors import CheckpointError, UserError
 from attnmt.explain.measures import markdown_rows
 from attnmt.metrics import bleu_by_length
 from attnmt.plotting import length_curves_figure
 from attnmt.report import evaluate_split
+from attnmt.rundir import RunDir
 from attnmt.training import TrainResult
 from attnmt.training import train as train_run
 from attnmt.views.results import Table
@@ -50,20 +50,20 @@ class TrainedRun(Table):
 
             run = attnmt.TrainedRun.read("reference/captions-soft"); run.plot()
         """
-        run_dir = Path(run_dir)
+        run = RunDir(run_dir)
         try:
-            state = json.loads((resolve_checkpoint(run_dir) / "state.json").read_text("utf-8"))
-        except (OSError, ValueError) as e:
+            state = run.state()
+        except CheckpointError as e:
             raise UserError(f"{run_dir} has no readable checkpoint ({e}): is it a run?") from e
-        valid = [e for e in read_metrics(run_dir) if e.get("type") == "valid"]
-        best = run_dir / "checkpoints" / "best.json"
+        valid = [e for e in run.metrics() if e.get("type") == "valid"]
+        best = run.best()
         return cls(
             TrainResult(
-                run_dir=run_dir,
+                run_dir=run.path,
                 step=state["step"],
                 elapsed=float(state.get("progress", {}).get("elapsed", 0.0)),
                 last_validation=valid[-1] if valid else None,
-                best=json.loads(best.read_text("utf-8"))["metric"] if best.is_file() else None,
+                best=best.get("metric") if best is not None else None,
                 stopped_because=stopped_because,
             )
         )
@@ -73,7 +73,7 @@ class TrainedRun(Table):
 
     @property
     def metrics(self) -> list[dict[str, Any]]:
-        return read_metrics(self.run_dir)
+        return RunDir(self.run_dir).metrics()
 
     def load(self, **options) -> Model:
         return load(self.run_dir, **options)

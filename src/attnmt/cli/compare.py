@@ -5,8 +5,8 @@
 
 Reads, for each run, its evaluation of the split (`RUN/eval/{split}-beam{K}.json`, written
 by `attnmt evaluate`; the most recent one unless `--beam` picks one), its training log
-(`RUN/metrics.jsonl`: training tokens per second) and its latest checkpoint's
-`state.json` (steps and training time). Nothing is decoded and no model is loaded.
+(training tokens per second) and its latest checkpoint's state (steps and training time),
+through `attnmt.rundir.RunDir`. Nothing is decoded and no model is loaded.
 Written into `--out` (default `compare/`):
 
     compare-{split}.md          the table (also printed) and the plot

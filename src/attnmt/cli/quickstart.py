@@ -31,7 +31,7 @@ from pathlib import Path
 from attnmt.alignment.links import collapsed
 from attnmt.checkpoint import CheckpointManager
 from attnmt.cli import main as attnmt
-from attnmt.config import add_override_argument, load_config, to_dict
+from attnmt.config import add_override_argument, family, load_config, to_dict
 from attnmt.data import prepare
 from attnmt.data.alignments import parse_pharaoh
 from attnmt.errors import DataError, UserError
@@ -81,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--beam, --examples and --limit must be at least 1")
     cfg = load_config(args.config, args.overrides)
     floor = _guard_floor(args)
-    if cfg.model.name == "rnnencdec":
+    if not family(cfg.model.name).uses_attention:
         raise UserError(
-            "the quickstart draws attention, and model.name 'rnnencdec' has none; train it "
-            "with `attnmt train` and evaluate it with `attnmt evaluate`"
+            f"the quickstart draws attention, and model.name {cfg.model.name!r} has none; "
+            "train it with `attnmt train` and evaluate it with `attnmt evaluate`"
         )
     run_dir = Path(cfg.train.run_dir)
 

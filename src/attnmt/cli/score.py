@@ -26,7 +26,6 @@ from attnmt.cli.options import (
     open_output,
     split_runs,
 )
-from attnmt.config import IMAGE_MODELS
 from attnmt.data.files import STDIN, read_parallel, read_tsv
 from attnmt.decoding.attention_choice import run_attention
 from attnmt.decoding.records import flat_record, scored_record
@@ -78,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         )
     pairs = read_pairs(inputs)  # before the output opens: -o may name an input
     loaded = load_decoding_run(args)
-    if loaded.cfg.model.name in IMAGE_MODELS:
+    if loaded.model.reads_images:
         raise UserError("attnmt score reads text pairs; this run's model reads images")
     need_weights = args.alignments is not None
     if need_weights and not loaded.model.uses_attention:

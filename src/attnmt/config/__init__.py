@@ -17,17 +17,22 @@ arguments.
 """
 
 from attnmt.config.checks import (
-    ATTENTIONAL_RNNS,
     CORPORA,
     IMAGE_CORPORA,
-    IMAGE_MODELS,
-    KEY_WIDTHS,
-    MODELS,
     attention_options,
     check,
     check_data,
     check_model,
     check_train,
+)
+from attnmt.config.families import (
+    ATTENTIONAL_RNNS,
+    FAMILIES,
+    IMAGE_MODELS,
+    KEY_WIDTHS,
+    MODELS,
+    Family,
+    family,
 )
 from attnmt.config.loading import (
     add_override_argument,
@@ -42,12 +47,14 @@ from attnmt.config.sections import Config, DataConfig, ModelConfig, TrainConfig
 __all__ = [
     "ATTENTIONAL_RNNS",
     "CORPORA",
+    "FAMILIES",
     "IMAGE_CORPORA",
     "IMAGE_MODELS",
     "KEY_WIDTHS",
     "MODELS",
     "Config",
     "DataConfig",
+    "Family",
     "ModelConfig",
     "TrainConfig",
     "add_override_argument",
@@ -57,6 +64,7 @@ __all__ = [
     "check_data",
     "check_model",
     "check_train",
+    "family",
     "from_dict",
     "load_config",
     "save_config",

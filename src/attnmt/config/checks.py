@@ -12,30 +12,24 @@ import typing
 from typing import Any, Literal, get_args, get_origin
 
 from attnmt.config import corpora
+from attnmt.config.families import (
+    ATTENTIONAL_RNNS,
+    IMAGE_MODELS,
+    MODELS,
+    TEXT_MODELS,
+    UNIFORM_INIT_MODELS,
+    family,
+)
 from attnmt.config.messages import shown
 from attnmt.config.sections import Config, DataConfig, ModelConfig, TrainConfig
 from attnmt.errors import ConfigError, UserError
 
 # --------------------------------------------------------------------------------------
 
-# The models `attnmt.models.build_model` builds (defined here: the models import this
-# module, never the other way round).
-MODELS = (
-    "rnnencdec",
-    "rnnsearch",
-    "luong",
-    "transformer",
-    "show-attend-tell",
-    "show-tell",
-    "glimpses",
-)
-# The attentional RNNs, with the width of their attention keys in units of hidden_size:
-# RNNsearch attends over bidirectional encoder states [->h_j; <-h_j], Luong over h_s,
-# Show-Attend-Tell over CNN annotation vectors as wide as RNNsearch's.
-KEY_WIDTHS = {"rnnsearch": 2, "luong": 1, "show-attend-tell": 2}
-ATTENTIONAL_RNNS = tuple(KEY_WIDTHS)
-# The models that read images (pixel tokens, attnmt.data.images) and the corpora they read.
-IMAGE_MODELS = ("show-attend-tell", "show-tell", "glimpses")
+# The models `attnmt.models.build_model` builds and what each one is come from
+# `attnmt.config.families` (the models import this package, never the other way round):
+# a check asks `family(name)`; `MODELS` and the lists messages name (`ATTENTIONAL_RNNS`,
+# `IMAGE_MODELS`, `TEXT_MODELS`, `UNIFORM_INIT_MODELS`) are its.
 # Where a model runs (attnmt.devices picks it), how an ensemble mixes its members'
 # predictions (attnmt.decoding.ensemble) and our decoder's quantisations
 # (attnmt.decoding.quantize): named here, where the command line reads them without torch.
@@ -170,10 +164,6 @@ def _check_fields(cfg: Any, section: str) -> None:
             refuse(name, "in [0, 1)")
 
 
-# The models `model.init: uniform` applies to: no normalisation layers to break.
-UNIFORM_INIT_MODELS = ("rnnencdec", "rnnsearch", "luong")
-
-
 def check_model(cfg: ModelConfig, *, with_attention: bool = True) -> None:
     """Names, sizes and combinations of a model config; `ConfigError` naming the key.
     `with_attention=False` leaves out the attention's names and widths, which need torch
@@ -182,28 +172,29 @@ def check_model(cfg: ModelConfig, *, with_attention: bool = True) -> None:
     if with_attention:
         _check_attention_names(cfg)
     _check_fields(cfg, "model")
-    if cfg.mode == "hard" and cfg.name not in ATTENTIONAL_RNNS:  # glimpses: its own policy
+    model = family(cfg.name)
+    if cfg.mode == "hard" and not model.composed_attention:  # glimpses: its own policy
         raise ConfigError(
             f"model.mode='hard' works with {' and '.join(ATTENTIONAL_RNNS)}, not "
             f"model.name={cfg.name!r}; use model.mode=soft"
         )
-    if cfg.init == "uniform" and cfg.name not in UNIFORM_INIT_MODELS:
+    if cfg.init == "uniform" and not model.uniform_init:
         raise ConfigError(
             f"model.init=uniform is for the recurrent text models "
             f"({', '.join(UNIFORM_INIT_MODELS)}); model.name={cfg.name!r} has normalisation "
             "layers whose gains must start at 1: use model.init=paper"
         )
-    if cfg.context_gate and cfg.name not in ATTENTIONAL_RNNS:
+    if cfg.context_gate and not model.composed_attention:
         raise ConfigError(
             f"model.context_gate gates the context of {' and '.join(ATTENTIONAL_RNNS)} "
             f"(Xu et al. 2015 §4.2.1), not of model.name={cfg.name!r}; set it to false"
         )
-    if cfg.name == "transformer" and cfg.hidden_size % cfg.heads:
+    if model.transformer and cfg.hidden_size % cfg.heads:
         raise ConfigError(
             f"model.hidden_size={cfg.hidden_size} (d_model) must be divisible by "
             f"model.heads={cfg.heads}"
         )
-    if with_attention and cfg.name in KEY_WIDTHS:
+    if with_attention and model.composed_attention:
         _check_attention_widths(cfg)
 
 
@@ -227,7 +218,7 @@ def _check_attention_widths(cfg: ModelConfig) -> None:
 
     try:
         with torch.device("meta"):
-            key_dim = KEY_WIDTHS[cfg.name] * cfg.hidden_size
+            key_dim = family(cfg.name).key_width * cfg.hidden_size
             attention.build(**attention_options(cfg, cfg.hidden_size, key_dim))
     except ValueError as err:
         raise ConfigError(
@@ -388,9 +379,10 @@ def check_train(cfg: TrainConfig, *, with_device: bool = True) -> None:
 def check_combination(cfg: Config) -> None:
     """What one section asks of another (each section itself is checked on its own)."""
     images = cfg.data.corpus in IMAGE_CORPORA
-    if images != (cfg.model.name in IMAGE_MODELS):
+    model = family(cfg.model.name)
+    if images != model.reads_images:
         reads = "images" if images else "text"
-        valid = IMAGE_MODELS if images else tuple(m for m in MODELS if m not in IMAGE_MODELS)
+        valid = IMAGE_MODELS if images else TEXT_MODELS
         raise ConfigError(
             f"data.corpus={cfg.data.corpus!r} is {reads}, which model.name="
             f"{cfg.model.name!r} cannot read; use one of {', '.join(valid)}"
@@ -404,7 +396,7 @@ def check_combination(cfg: Config) -> None:
                 f"model.image_height={height}"
             )
     if cfg.train.reinforce_reward == "correct" and not (
-        cfg.model.mode == "hard" or cfg.model.name == "glimpses"
+        cfg.model.mode == "hard" or model.own_policy
     ):
         raise ConfigError(
             "train.reinforce_reward='correct' rewards a hard-attention policy; "
@@ -417,15 +409,15 @@ def check_combination(cfg: Config) -> None:
             "one reward per sentence: use reinforce_baseline 'token' or 'sentence'"
         )
     if cfg.train.doubly_stochastic and (
-        cfg.model.name not in ATTENTIONAL_RNNS or cfg.model.mode != "soft"
+        not model.composed_attention or cfg.model.mode != "soft"
     ):
         raise ConfigError(
             "train.doubly_stochastic penalises the soft attention of "
             f"{' and '.join(ATTENTIONAL_RNNS)} (Xu et al. 2015 §4.2.1), not "
             f"model.name={cfg.model.name!r} with model.mode={cfg.model.mode!r}; set it to 0"
         )
-    if cfg.train.guided_alignment and (
-        cfg.model.name not in ("rnnsearch", "luong", "transformer") or cfg.model.mode != "soft"
+    if cfg.train.guided_alignment and (  # a text model's soft attention over source words
+        model.reads_images or not model.uses_attention or cfg.model.mode != "soft"
     ):
         raise ConfigError(
             "train.guided_alignment guides the soft attention of rnnsearch, luong or the "

@@ -15,6 +15,7 @@ import numpy as np
 
 from attnmt.alignment.links import shift_rows
 from attnmt.arrays import to_numpy
+from attnmt.config.families import family
 from attnmt.data.vocab import EOS
 from attnmt.errors import UserError
 
@@ -56,14 +57,6 @@ class AttentionChoice:
         return {"layer": self.layer, "head": head, "offset": self.offset}
 
 
-# The decoder step whose weights align target word t, t + offset, by model family: measured
-# on the dev book of the Greek→English gold links (docs/alignment.md, "Which step aligns"),
-# where RNNsearch's and the Transformer's attention at step t look at the source of target
-# t (k = 0 best by 4 points and more). Luong's is not measured there yet; its query h_t has
-# read the same inputs as theirs at step t, so it gets the same default.
-ALIGN_OFFSETS = {"rnnsearch": 0, "luong": 0, "transformer": 0}
-
-
 def choose_attention(
     model_cfg: Any,
     *,
@@ -72,10 +65,12 @@ def choose_attention(
     offset: int | None = None,
 ) -> AttentionChoice:
     """Check `--align-layer`/`--align-head` (1-based) against the model and fill defaults;
-    `offset` (`--align-offset`) defaults to the model family's (`ALIGN_OFFSETS`)."""
+    `offset` (`--align-offset`) defaults to the model family's (`Family.align_offset`, with
+    where it was measured)."""
+    model = family(model_cfg.name)
     if offset is None:
-        offset = ALIGN_OFFSETS.get(model_cfg.name, 0)
-    if model_cfg.name != "transformer":
+        offset = model.align_offset
+    if not model.transformer:
         if layer is not None or head is not None:
             raise UserError(
                 f"--align-layer and --align-head choose a Transformer cross-attention; this "
@@ -99,7 +94,7 @@ def run_attention(
     if not members:
         return choose_attention(loaded.cfg.model, layer=layer, head=head, offset=offset)
     if offset is None:
-        offset = ALIGN_OFFSETS.get(loaded.cfg.model.name, 0)
+        offset = family(loaded.cfg.model.name).align_offset
     return AttentionChoice(offset=offset, members=len(members))
 
 

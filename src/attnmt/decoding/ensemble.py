@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.config.checks import ENSEMBLE_MODES
+from attnmt.config.families import family
 from attnmt.decoding.attention_choice import AttentionChoice, choose_attention
 from attnmt.decoding.runs import LoadedRun, load_run
 from attnmt.errors import UserError
@@ -74,6 +75,7 @@ class Ensemble(Seq2Seq):
         self.choices = list(choices)
         self.mode = mode
         self.uses_attention = all(m.uses_attention for m in members)
+        self.reads_images = all(m.reads_images for m in members)  # one vocabulary: all or none
         limits = [m.max_output_tokens for m in members if m.max_output_tokens is not None]
         self.max_output_tokens = min(limits) if limits else None
 
@@ -173,8 +175,8 @@ def load_ensemble(
                 f"'{first.run_dir}' and '{other.run_dir}' cannot decode as an ensemble: their "
                 f"{different}; ensemble runs trained on the same vocabulary"
             )
-    transformers = [m for m in loaded if m.cfg.model.name == "transformer"]
-    if (layer is not None or head is not None) and not transformers:
+    transformers = [family(m.cfg.model.name).transformer for m in loaded]
+    if (layer is not None or head is not None) and not any(transformers):
         raise UserError(
             "--align-layer and --align-head choose a Transformer cross-attention; no member "
             "of this ensemble is a Transformer, so leave them out"
@@ -182,10 +184,10 @@ def load_ensemble(
     choices = [
         choose_attention(
             m.cfg.model,
-            layer=layer if m.cfg.model.name == "transformer" else None,
-            head=head if m.cfg.model.name == "transformer" else None,
+            layer=layer if transformer else None,
+            head=head if transformer else None,
         )
-        for m in loaded
+        for m, transformer in zip(loaded, transformers, strict=True)
     ]
     model = Ensemble([m.model for m in loaded], choices, mode).eval()
     return LoadedRun(

@@ -19,6 +19,7 @@ from attnmt.data import load_vocab
 from attnmt.errors import CheckpointError, ConfigError
 from attnmt.models import build_model
 from attnmt.models.base import Seq2Seq
+from attnmt.rundir import RunDir, is_checkpoint
 
 
 @dataclass
@@ -47,8 +48,14 @@ def find_checkpoint(path: str | Path) -> Path:
             f"'{path}' is a file; RUN is a run directory such as {example}, made by "
             "`attnmt train` (or one of its checkpoints/step-N directories)"
         )
-    if (path / "state.json").is_file():
+    if is_checkpoint(path):
         return path
+    kind = RunDir(path).export_format
+    if kind is not None:
+        raise CheckpointError(
+            f"'{path}' is an export ({kind}), not a run; this needs the run it was exported "
+            "from (its attnmt.json names it as run_dir)"
+        )
     try:
         return resolve_checkpoint(path, "best")
     except CheckpointError:
@@ -78,8 +85,8 @@ def load_run(path: str | Path, *, device: str | torch.device = "cpu") -> LoadedR
         raise CheckpointError(
             f"the config saved in '{checkpoint}' is refused by this version of attnmt: {err}"
         ) from None
-    run_dir = checkpoint.parent.parent
-    vocab_dir = run_dir / "vocab"
+    run = RunDir.of(checkpoint)
+    vocab_dir = run.vocab_dir
     if not vocab_dir.is_dir():
         raise CheckpointError(
             f"'{vocab_dir}' is missing; a run directory keeps its vocabulary beside checkpoints/"
@@ -94,4 +101,4 @@ def load_run(path: str | Path, *, device: str | torch.device = "cpu") -> LoadedR
             f"'{checkpoint}' does not fit the model its config describes ({first})"
         ) from None
     model.to(device).eval()
-    return LoadedRun(run_dir, checkpoint, ck.step, cfg, model, vocab)
+    return LoadedRun(run.path, checkpoint, ck.step, cfg, model, vocab)

@@ -27,9 +27,10 @@ class StepModel(Protocol):
     """An encoder and a decoder step, as the searches (`attnmt.decoding.search`) read them.
 
     `uses_attention`: whether a step can ever return weights (an RNN encoder–decoder's
-    cannot); `max_output_tokens`: a cap on every output, EOS included, whatever the source
-    length (None: the source length alone limits it); `array_ops`: the operations on the
-    model's arrays (torch's on its device, or numpy's).
+    cannot); `reads_images`: whether a source is an image's pixel tokens, read whole (the
+    faces refuse text operations on it); `max_output_tokens`: a cap on every output, EOS
+    included, whatever the source length (None: the source length alone limits it);
+    `array_ops`: the operations on the model's arrays (torch's on its device, or numpy's).
 
     Shapes:
         encode: src, src_mask (B, S) -> a memory with `select(rows)`;
@@ -38,6 +39,7 @@ class StepModel(Protocol):
     """
 
     uses_attention: bool
+    reads_images: bool
     max_output_tokens: int | None
 
     @property

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from attnmt.alignment.links import WordView, source_words, target_words, word_view
-from attnmt.config import IMAGE_MODELS
+from attnmt.config import family
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import BOS, EOS, PAD
 from attnmt.decoding.attention_choice import aligning, run_attention
@@ -52,13 +52,14 @@ def source_limit(model_cfg, requested: int | None = None) -> int:
     `MAX_SOURCE_TOKENS` by default; the `location` score of an RNN can only score
     `model.max_source_len` positions, the EOS included. `requested` lowers the limit.
     """
-    if model_cfg.name in IMAGE_MODELS:  # an image is read whole: a cut one is no image
+    model = family(model_cfg.name)
+    if model.reads_images:  # an image is read whole: a cut one is no image
         if requested is not None:
             raise UserError("--max-source-len cuts sentences; an image model reads whole images")
         return IMAGE_TOKENS
     limit = MAX_SOURCE_TOKENS
     hard = None
-    if model_cfg.name != "transformer" and model_cfg.attention == "location":
+    if not model.transformer and model_cfg.attention == "location":
         hard = model_cfg.max_source_len - 1  # the EOS takes one position
         limit = min(limit, hard)
     if requested is not None:

@@ -38,7 +38,6 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.cancel import checkpoint
-from attnmt.config import IMAGE_MODELS
 from attnmt.data.batching import pad_batch
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.vocab import EOS, UNK
@@ -189,7 +188,7 @@ def explain_translations(
     the attention; `sentence.explanation` is the best translation's. A translator made with
     `explained=True` decodes no weights of its own for them."""
     loaded = translator.loaded
-    images = loaded.cfg.model.name in IMAGE_MODELS  # occlusion blacks out cells
+    images = loaded.model.reads_images  # occlusion blacks out cells
     image_height = int(loaded.cfg.model.image_height) if images else None
     for sentence in sentences:
         result = sentence.translation

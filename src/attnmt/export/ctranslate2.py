@@ -44,10 +44,11 @@ from attnmt.decoding.runs import LoadedRun
 from attnmt.errors import UserError
 from attnmt.export.directory import building, provenance, vocab_info
 from attnmt.models.transformer import Transformer, sinusoidal_positions
+from attnmt.rundir import EXPORT_INFO
 
 FORMATS = ("ctranslate2",)
 QUANTIZATIONS = tuple(ACCEPTED_MODEL_TYPES)  # float32, int8, int8_float16, float16, ...
-INFO_FILE = "attnmt.json"
+INFO_FILE = EXPORT_INFO
 # Positions in the stored table: the longest source we translate (MAX_SOURCE_TOKENS = 400
 # subwords + EOS) decoded at --max-len-ratio 2 needs 2 × 401 + 5 = 807; 1,024 leaves room.
 MAX_POSITIONS = 1024

@@ -45,7 +45,7 @@ from safetensors.torch import load_file, save_file
 from torch.export import Dim
 
 from attnmt.config import ModelConfig, to_dict
-from attnmt.config.checks import IMAGE_MODELS
+from attnmt.config.families import TEXT_MODELS
 from attnmt.data.batching import pad
 from attnmt.data.vocab import BOS, EOS
 from attnmt.decoding.runs import LoadedRun
@@ -297,10 +297,10 @@ def export_onnx(
         that do not reproduce the model within `TOLERANCE`.
     """
     name = loaded.cfg.model.name
-    if name in IMAGE_MODELS:
+    if loaded.model.reads_images:
         raise UserError(
             f"'{loaded.run_dir}' is an image model ({name}); ONNX export covers the text "
-            f"models (rnnencdec, rnnsearch, luong, transformer)"
+            f"models ({', '.join(TEXT_MODELS)})"
         )
     if quantize is not None and quantize not in QUANTIZE:
         raise UserError(f"unknown quantization '{quantize}'; choose one of {', '.join(QUANTIZE)}")

@@ -173,7 +173,7 @@ class StepGraph(nn.Module):
         state: list[Tensor],
     ) -> tuple[Tensor, ...]:
         state = [field.index_select(0, rows) for field in state]
-        if self.layout.family == "transformer":
+        if isinstance(self.model, Transformer):  # the layout `flat_layout` gave it
             mem = TransformerMemory(
                 encoded=memory[0],  # unused by the step
                 mask=src_mask,

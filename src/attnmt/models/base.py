@@ -109,12 +109,16 @@ class Seq2Seq(nn.Module):
     """The interface of every model in `attnmt.models` (an encoder–decoder).
 
     Subclasses implement `encode`, `init_state`, `step` and `forward`; `uses_attention` says
-    whether weights can ever be returned; `max_output_tokens` caps every output (EOS
-    included) whatever the source length, for models whose outputs are short by nature.
-    `step_log_probs` and `array_ops` are what the searches read (`StepModel`).
+    whether weights can ever be returned; `reads_images` whether the source is an image's
+    pixel tokens (`attnmt.data.images`), read whole, not subwords; `max_output_tokens` caps
+    every output (EOS included) whatever the source length, for models whose outputs are
+    short by nature. `step_log_probs` and `array_ops` are what the searches read
+    (`StepModel`). The first two are the family's (`attnmt.config.families`: a test keeps
+    them equal), asked of the model by code that holds one.
     """
 
     uses_attention: bool = True
+    reads_images: bool = False
     max_output_tokens: int | None = None  # None: only the source length limits an output
 
     def encode(self, src: Tensor, src_mask: Tensor) -> BatchFirst:  # pragma: no cover

@@ -186,6 +186,7 @@ class Glimpses(Seq2Seq):
     """
 
     uses_attention = True
+    reads_images = True
     max_output_tokens = MAX_SYMBOLS + 1  # (the label and EOS are all it ever writes)
 
     def __init__(

@@ -163,6 +163,7 @@ class ShowAttendTell(RNNSearch):
         src (B, H·W + 1) pixel tokens; tgt_in (B, T) -> logits (B, T, V), weights (B, T, G)
     """
 
+    reads_images = True
     max_output_tokens = MAX_SYMBOLS + 1  # with the EOS
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, image_height: int, **kw):
@@ -206,6 +207,7 @@ class ShowTell(RNNEncDec):
         src (B, H·W + 1) pixel tokens; tgt_in (B, T) -> logits (B, T, V)
     """
 
+    reads_images = True
     max_output_tokens = MAX_SYMBOLS + 1  # with the EOS
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, image_height: int, **kw):

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from attnmt.errors import UserError
+from attnmt.rundir import EXPORT_INFO, RunDir
 from attnmt.runtime.arrays import OnnxRuntimeOps
 from attnmt.runtime.sessions import session_options
 
-INFO_FILE = "attnmt.json"
+INFO_FILE = EXPORT_INFO
 FORMAT = "onnx"
 
 
@@ -82,13 +83,7 @@ def read_info(directory: str | Path) -> dict:
 
 def is_export(directory: str | Path) -> bool:
     """Whether `directory` holds an ONNX export (an `attnmt.json` saying so)."""
-    path = Path(directory) / INFO_FILE
-    if not path.is_file():
-        return False
-    try:
-        return json.loads(path.read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError):
-        return False
+    return RunDir(directory).export_format == FORMAT
 
 
 class OnnxModel:
@@ -97,6 +92,7 @@ class OnnxModel:
     (the graph ends in the log-softmax of `Seq2Seq.step_log_probs`)."""
 
     uses_attention: bool  # the export's layout says (an RNN encoder-decoder has none)
+    reads_images = False  # only the text families export (attnmt.export.onnx)
     max_output_tokens: int | None = None  # only the source length limits an output
 
     def __init__(self, directory: str | Path, *, threads: int | None = None) -> None:

@@ -12,20 +12,20 @@ budget (`attnmt.serve.budget`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from attnmt.config import IMAGE_MODELS
+from attnmt.config import family
 from attnmt.decoding.attention_choice import labels
 from attnmt.decoding.records import scored_record, sentence_record
 from attnmt.decoding.runs import LoadedRun
 from attnmt.decoding.scoring import score_pairs
 from attnmt.decoding.translator import Sentence, Translator
-from attnmt.errors import UserError
+from attnmt.errors import CheckpointError, UserError
 from attnmt.explain import METHODS, check_method, explain, explain_translations
 from attnmt.models.vision import cell_boxes
+from attnmt.rundir import RunDir
 from attnmt.serve.budget import LineSize, refusal
 from attnmt.serve.images import ImageRun
 from attnmt.serve.schemas import (
@@ -74,9 +74,9 @@ class RunDecoder:
         self.loaded = loaded
         self.settings = settings
         self.has_attention = loaded.model.uses_attention
-        self.images = ImageRun(loaded) if loaded.cfg.model.name in IMAGE_MODELS else None
+        self.images = ImageRun(loaded) if loaded.model.reads_images else None
         self._translators: dict[tuple[int, str | None, int], Translator] = {}
-        self.transformer = loaded.cfg.model.name == "transformer"
+        self.family = family(loaded.cfg.model.name)
         self.default = self._translator(settings.beam).choice
         self.explain_methods = [m for m in METHODS if self._fits(m)]
 
@@ -114,7 +114,7 @@ class RunDecoder:
     def info(self) -> ModelInfo:
         cfg, loaded = self.loaded.cfg, self.loaded
         attention = None
-        if self.has_attention and not self.transformer and cfg.model.name != "glimpses":
+        if self.has_attention and self.family.composed_attention:  # score x scope x mode
             local = cfg.model.scope != "global"
             attention = AttentionInfo(
                 score=cfg.model.attention,
@@ -130,7 +130,7 @@ class RunDecoder:
             attention=attention,
             has_attention=self.has_attention,
             layers=cfg.model.layers,
-            heads=cfg.model.heads if self.transformer else None,
+            heads=cfg.model.heads if self.family.transformer else None,
             source_language=_side(cfg.data, "src", images=self.images is not None),
             target_language=_side(cfg.data, "tgt", images=self.images is not None),
             parameters=getattr(loaded.model, "parameter_count", None)  # an ONNX export's
@@ -336,14 +336,15 @@ def _side(data, side: str, *, images: bool = False) -> str:
 
 
 def _best_dev(loaded: LoadedRun) -> BestDev | None:
-    """The best validation of the run (checkpoints/best.json), if it has one."""
-    path = loaded.run_dir / "checkpoints" / "best.json"
+    """The best validation of the run (`RunDir.best`), if it has one."""
     try:
-        best = json.loads(path.read_text(encoding="utf-8"))
+        best = RunDir(loaded.run_dir).best()
+        if best is None:
+            return None
         return BestDev(
             metric=loaded.cfg.train.early_stopping_metric,
             value=float(best["metric"]),
             step=int(best["step"]),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (CheckpointError, ValueError, KeyError, TypeError):
         return None

@@ -70,7 +70,7 @@ class ImageRun:
     def info(self) -> ImageInfo:
         cfg = self.loaded.cfg
         grid = None
-        if cfg.model.name == "show-attend-tell":
+        if self.loaded.model.uses_attention and not self.has_glimpses:  # over the CNN's cells
             grid = grid_size(self.height, self.width)
         return ImageInfo(
             task=cfg.data.corpus,

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from attnmt.config.families import MODELS
 from attnmt.explain import METHODS
 from attnmt.serve.validation import MAX_LEVEL, exactly_one, image_problem, whole
 
@@ -485,10 +486,7 @@ class ImageInfo(BaseModel):
 
 class ModelInfo(BaseModel):
     name: str
-    model: Literal[
-        "rnnencdec", "rnnsearch", "luong", "transformer",  # text
-        "show-attend-tell", "show-tell", "glimpses",  # images
-    ]  # fmt: skip
+    model: Literal[MODELS]  # the families of attnmt.config.families
     input: Literal["text", "image"] = Field(
         description="what the run reads: text (POST /api/translate) or images (POST /api/read)"
     )

@@ -24,12 +24,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from attnmt.checkpoint import (
-    write_json_atomic,
-)
 from attnmt.config import Config
 from attnmt.errors import UserError
 from attnmt.progress import progress_bar
+from attnmt.rundir import write_json_atomic
 from attnmt.training import distributed
 from attnmt.training.losses import batch_loss
 from attnmt.training.run import (

@@ -10,7 +10,6 @@ weights, optimizer moments, learning rate, random state and next batch.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import sys
@@ -27,7 +26,7 @@ from attnmt.checkpoint import (
     CheckpointManager,
     load_checkpoint,
 )
-from attnmt.config import Config, save_config, to_dict
+from attnmt.config import Config, family, save_config, to_dict
 from attnmt.data import TokenBatcher, load_vocab, prepare
 from attnmt.devices import (
     NOTABLE_FLAGS,
@@ -38,6 +37,7 @@ from attnmt.devices import (
 )
 from attnmt.errors import CheckpointError, UserError
 from attnmt.models import build_model
+from attnmt.rundir import RunDir
 from attnmt.training import distributed
 from attnmt.training.guided import Guide, read_guide
 from attnmt.training.schedules import build_schedule
@@ -78,14 +78,14 @@ def seed_everything(seed: int) -> None:
 def _check_resumable(cfg: Config, saved: dict[str, Any]) -> None:
     """The data and model of a resumed run must be the ones its checkpoint was trained on."""
     now = to_dict(cfg)
+    transformer = family(cfg.model.name).transformer
     for section in ("data", "model"):
         for key, value in saved.get(section, {}).items():
             if (section, key) == ("data", "cache_dir"):  # where the data is cached, not what
                 continue
-            if (section, key) == ("model", "tie_embeddings") and now["model"]["name"] != (
-                "transformer"
-            ):  # no effect outside the Transformer (shipped RNN configs said true until 11/2026)
-                continue
+            if (section, key) == ("model", "tie_embeddings") and not transformer:
+                continue  # no effect outside the Transformer (shipped RNN configs said true
+                # until 11/2026)
             if now[section].get(key) != value:
                 raise UserError(
                     f"cannot resume: {section}.{key} is {now[section].get(key)!r} but the run "
@@ -131,6 +131,7 @@ class Run:
             "processes": self.ctx.world_size,
         }
         self.run_dir = Path(cfg.train.run_dir)
+        self.files = RunDir(self.run_dir)
         metric = cfg.train.early_stopping_metric
         self.checkpoints = CheckpointManager(
             self.run_dir, keep_last=cfg.train.keep_last, higher_is_better=metric != "loss"
@@ -149,7 +150,7 @@ class Run:
         if self.ctx.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         distributed.barrier(self.ctx)
-        _setup_logging(self.run_dir, self.ctx.is_main)
+        _setup_logging(self.files.log_path, self.ctx.is_main)
 
         # The first process of each machine prepares (and caches) the data; the others then
         # map the same cache. (Machines sharing one disk: the first to finish its cache
@@ -196,10 +197,10 @@ class Run:
         if checkpoint is not None:
             self._restore(checkpoint)
         elif self.ctx.is_main:
-            save_config(cfg, self.run_dir / "config.yaml")
-            vocab.save(self.run_dir / "vocab")
+            save_config(cfg, self.files.config_path)
+            vocab.save(self.files.vocab_dir)
             # A fresh run: drop the log lines of an earlier attempt that saved no checkpoint.
-            (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
+            self.files.metrics_path.unlink(missing_ok=True)
         self.ddp = self.model
         if self.ctx.enabled:
             self.ddp = torch.nn.parallel.DistributedDataParallel(self.model)
@@ -241,7 +242,7 @@ class Run:
     def _restore(self, ck: Checkpoint) -> None:
 
         state, rank = ck.state, self.ctx.rank
-        saved_vocab = self.run_dir / "vocab"
+        saved_vocab = self.files.vocab_dir
         if saved_vocab.is_dir() and not load_vocab(saved_vocab).same_as(self.data.vocab):
             raise UserError(
                 f"cannot resume: the subword model prepared now differs from the run's "
@@ -280,9 +281,9 @@ class Run:
         except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as err:
             raise _unusable(ck.path, err) from None
         if self.ctx.is_main:
-            save_config(self.cfg, self.run_dir / "config.yaml")
+            save_config(self.cfg, self.files.config_path)
             # Lines logged after the checkpoint (by a killed run) are logged again below.
-            _trim_metrics(self.run_dir / "metrics.jsonl", ck.step)
+            self.files.trim_metrics(ck.step)
 
     def save(self, *, metric: float | None = None) -> Path | None:
         """Checkpoint (all ranks take part: every rank's batcher and RNG state is kept)."""
@@ -316,8 +317,7 @@ class Run:
     def record(self, event: dict[str, Any]) -> None:
         if not self.ctx.is_main:
             return
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(event, ensure_ascii=False) + "\n")
+        self.files.append_metrics(event)
         if self.writer is not None:
             for key, value in event.items():
                 if isinstance(value, int | float) and key != "step":
@@ -330,23 +330,6 @@ def _unusable(path: Path, err: Exception) -> CheckpointError:
         f"'{path}' cannot be resumed from: it is incomplete or damaged "
         f"({err.__class__.__name__}: {detail}); delete it to resume from an earlier one"
     )
-
-
-def _trim_metrics(path: Path, step: int) -> None:
-    """Keep the lines of `path` up to `step` (and drop a line cut short by a crash)."""
-    if not path.is_file():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and isinstance(event.get("step"), int) and event["step"] <= step:
-            kept.append(line + "\n")
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(kept), encoding="utf-8")
-    tmp.replace(path)
 
 
 def _tuple(value: Any) -> Any:
@@ -393,13 +376,13 @@ def _rewind(run: Run, snapshot: tuple) -> None:
 log = logging.getLogger("attnmt.training.loop")
 
 
-def _setup_logging(run_dir: Path, is_main: bool) -> None:
+def _setup_logging(log_file: Path, is_main: bool) -> None:
     _close_logging()
     log.propagate = False
     log.setLevel(logging.INFO)
     if not is_main:
         return
-    handler = logging.FileHandler(run_dir / "train.log", encoding="utf-8")
+    handler = logging.FileHandler(log_file, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
     log.addHandler(handler)
 
