@@ -22,7 +22,7 @@ def test_translate_shows_the_explanation_in_place_of_the_attention(tiny_runs, tm
     args = [run, str(src), "--alignments", "json", "--explain", "occlusion"]
     assert main(["translate", *args, "--plot", str(tmp_path / "p")]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["explanation"]["method"] == "occlusion"
+    assert record["explanations"][0]["method"] == "occlusion"
     loaded = load_run(run)
     ids = loaded.vocab.src.encode("the cat sat on the mat")
     tokens = loaded.vocab.tgt.encode(record["translation"])

@@ -56,10 +56,12 @@ LAZY_IMPORTS = {
     ("attnmt.decoding.loading", "attnmt.devices"),
     ("attnmt.decoding.loading", "attnmt.decoding.ensemble"),
     ("attnmt.decoding.loading", "attnmt.decoding.quantize"),
-    # `attnmt.load` of an export translates without torch: explanations and forced scoring
+    # The service translates an export without torch: explanations and forced scoring
     # (torch) load when asked for.
-    ("attnmt.api.model", "attnmt.explain"),
-    ("attnmt.api.model", "attnmt.explain.methods"),
+    ("attnmt.service", "attnmt.explain"),
+    ("attnmt.service", "attnmt.explain.methods"),
+    ("attnmt.service", "attnmt.decoding.scoring"),
+    # ...as `Model.self_attention` reads a Transformer's encoder (torch) when asked.
     ("attnmt.api.model", "attnmt.decoding.scoring"),
     # ...and a run's own dev/test sentences (`Model.examples`) read the corpus when asked.
     ("attnmt.api.model", "attnmt.data.preparation"),
@@ -199,7 +201,9 @@ LAYERS = [
     ("attnmt.evaluation", "attnmt.export", "attnmt.training", "attnmt.views"),
     # explains what decoding returned: the front-ends above call it, the decoder never does
     ("attnmt.explain",),
-    ("attnmt.report",),  # the evaluation record of `attnmt evaluate` and `attnmt.evaluate`
+    # the evaluation record of `attnmt evaluate` and `attnmt.evaluate`; the one service under
+    # the three faces (translate and score, explanations beside the attention)
+    ("attnmt.report", "attnmt.service"),
     ("attnmt.serve",),
     ("attnmt.api",),
     ("attnmt.tutorial", "attnmt.cli"),

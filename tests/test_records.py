@@ -22,6 +22,7 @@ from attnmt.decoding.records import (
     AlternativeRecord,
     AttentionMap,
     ExplanationRecord,
+    NbestEntry,
     PrefixRecord,
     SearchNode,
     SearchRecord,
@@ -118,13 +119,20 @@ def test_an_explanation_is_rounded_once():
         "backward": 8,
         "completeness_error": 0.01235,
     }
+    # One meaning everywhere (attnmt.service): beside the attention, the first links words.
     beside = sentence_record(_sentence(), VOCAB, RNN, explanations=[done])
     assert [m["method"] for m in beside["attention"]] == ["attention", "integrated-gradients"]
     assert beside["explanations"] == [explanation_record(done)]
-    sentence = _sentence()
-    sentence.explanation = done  # its matrix took the weights' place: the one map
-    (only,) = sentence_record(sentence, VOCAB, RNN)["attention"]
-    assert (only["name"], only["scale"], only["layer"]) == ("integrated-gradients", "signed", None)
+    assert beside["default_attention"] == 1
+    shown = beside["attention"][1]
+    assert (shown["name"], shown["scale"], shown["layer"]) == (
+        "integrated-gradients",
+        "signed",
+        None,
+    )
+    assert beside["alignment"] == shown["alignment"]
+    plain = sentence_record(_sentence(), VOCAB, RNN)
+    assert plain["default_attention"] == 0 and "explanations" not in plain
 
 
 def test_the_cli_line_is_the_record_with_its_aligning_map_flattened():
@@ -150,13 +158,14 @@ def test_a_scored_pair_is_the_record_of_its_target():
 
 # --- every copy of the definition, field for field --------------------------------------
 
-# What a served line leaves out of the record: the server decodes one best (no `nbest`) of
-# one run (no ensemble `member_weights`) and explains in place (no `explanations` beside
-# the attention); a scored pair's `translation` is its target. It adds `error`.
-NOT_SERVED = {"nbest", "member_weights", "explanations", "target"}
+# What a served line leaves out of the record: the server decodes one run (no ensemble
+# `member_weights`); a scored pair's `translation` is its target, and it has no n-best. It
+# adds `error`.
+NOT_SERVED = {"member_weights", "target"}
 SERVED = [
     (schemas.LineResult, _keys(SentenceRecord) - NOT_SERVED - {"token_log_probs"} | {"error"}),
     (schemas.ScoreResult, _keys(SentenceRecord) - NOT_SERVED | {"error"}),
+    (schemas.NbestResult, _keys(NbestEntry)),
     (schemas.AttentionMap, _keys(AttentionMap)),
     (schemas.ExplanationInfo, _keys(ExplanationRecord)),
     (schemas.PrefixInfo, _keys(PrefixRecord)),

@@ -20,6 +20,7 @@ from attnmt.decoding.translator import Translator
 from attnmt.errors import UserError
 from attnmt.serve import RunDecoder, Settings, clean_line, create_app
 from attnmt.serve.worker import ClientGoneError, ModelWorker, Options, QueueFullError
+from attnmt.service import Request
 
 
 def make_app(tiny_runs, names=("rnn", "tf", "plain"), **settings):
@@ -358,7 +359,7 @@ class Gate:
 def test_waiting_requests_with_the_same_options_share_a_batch():
     gate = Gate()
     worker = ModelWorker("m", gate, capacity=8, batch_lines=4)
-    greedy, beam = Options(1, True, False), Options(4, True, False)
+    greedy, beam = Options(Request()), Options(Request(beam=4))
 
     async def scenario():
         first = asyncio.ensure_future(worker.run(["a"], greedy, timeout=10))
@@ -388,7 +389,7 @@ def test_waiting_requests_with_the_same_options_share_a_batch():
 def test_a_client_that_leaves_frees_its_place():
     gate = Gate()
     worker = ModelWorker("m", gate, capacity=1)
-    options = Options(1, True, False)
+    options = Options(Request())
 
     async def scenario():
         busy = asyncio.ensure_future(worker.run(["a"], options, timeout=10))
@@ -459,7 +460,7 @@ def test_openapi_schema_is_typed(client):
     request = schema["components"]["schemas"]["TranslateRequest"]
     assert request["additionalProperties"] is False
     fields = {"text", "lines", "model", "beam", "alignments", "weights", "explain", "ig_steps"}
-    fields |= {"search", "prefix", "alternatives", "min_alternative_prob"}
+    fields |= {"search", "prefix", "alternatives", "min_alternative_prob", "alpha", "n_best"}
     assert set(request["properties"]) == fields
     stream = schema["components"]["schemas"]["StreamRequest"]
     assert set(stream["properties"]) == fields - {"lines", "explain", "ig_steps"}

@@ -32,6 +32,7 @@ from attnmt.models.vision import cell_boxes
 from attnmt.serve import RunDecoder, Settings, create_app
 from attnmt.serve.budget import LineSize, explain_passes, search_steps
 from attnmt.serve.worker import ClientGoneError, ModelWorker, Options
+from attnmt.service import Request
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import serve_cancel  # benchmarks/serve_cancel.py: the server and the ten clients
@@ -174,7 +175,7 @@ async def until(condition, seconds=10.0):
 def test_a_batch_stops_only_when_all_its_clients_are_gone():
     spin = Spin()
     worker = ModelWorker("m", spin, capacity=8, batch_lines=8)
-    options = Options(1, True, False)
+    options = Options(Request())
 
     async def scenario():
         gone = {"b": asyncio.Event(), "c": asyncio.Event()}
@@ -218,7 +219,7 @@ def test_a_deadline_stops_the_work_of_a_client_that_still_waits():
     async def scenario():
         started = time.monotonic()
         with pytest.raises(TimeoutError):
-            await worker.run(["a"], Options(1, True, False), timeout=0.3)
+            await worker.run(["a"], Options(Request()), timeout=0.3)
         await until(lambda: worker.cancelled == 1)
         return time.monotonic() - started
 
@@ -268,7 +269,7 @@ def test_the_budget_is_stated_and_counts_what_the_answer_reports(rnn):
             # The gradient methods' count is their backward passes (integrated gradients:
             # and the two ends of each line), the others' their forward passes.
             counted = "forward" if method == "occlusion" else "backward"
-            reported = sum(s["explanation"][counted] for s in answer.json()["scores"])
+            reported = sum(s["explanations"][0][counted] for s in answer.json()["scores"])
             reported += 2 * len(pairs) if method == "integrated-gradients" else 0
             src, tgt = rnn.vocab.src, rnn.vocab.tgt
             sizes = [

@@ -121,7 +121,7 @@ def test_curl_example(servers, command, shown):
         assert (reading["glimpses"] is not None) == ("glimpses" in command)
     if '"explain"' in command and "translations" in answer:  # explained, not refused
         (line,) = answer["translations"]
-        assert f'"explain": "{line["explanation"]["method"]}"' in command
+        assert f'"explain": "{line["explanations"][0]["method"]}"' in command
         assert (line["attention"] is not None) == ('"weights": true' in command)
     if shown is not None:
         assert set(answer) == set(json.loads(shown))

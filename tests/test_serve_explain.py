@@ -1,7 +1,7 @@
 """`attnmt serve` with explanation methods (`attnmt.explain`): which methods each run
 lists, each method's matrices through /api/translate, /api/score and /api/read checked
-against the library's `Translator` with `explain_translations`, and `explain`, and the
-refusals."""
+against the library's `Service` and `explain`, and the refusals. An explanation is one more
+map beside the attention, the one the links are read off (`attnmt.service`)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from attnmt.data.images import canvas_text
-from attnmt.decoding.records import flat_record, sentence_record
+from attnmt.decoding.records import flat_record
 from attnmt.decoding.runs import load_run
 from attnmt.decoding.translator import Translator
 from attnmt.evaluation.vision import pixel_map
-from attnmt.explain import METHODS, explain, explain_translations
+from attnmt.explain import METHODS, explain
 from attnmt.explain.methods import GRADIENT_METHODS
 from attnmt.serve import RunDecoder, Settings, create_app
+from attnmt.service import Request, Service
 
 SENTENCE = "the cat sat on the mat"
 STEPS = 4  # integrated-gradients' steps: a few, the answers are compared, not judged
@@ -73,21 +74,25 @@ def test_each_method_as_the_translator_gives_it(client, runs, name, method):
     answer = translate(client, **body, ig_steps=STEPS)
     assert answer.status_code == 200, answer.text
     (line,) = answer.json()["translations"]
-    library = Translator(loaded(runs[name]), explained=True, need_weights=True)
-    (sentence,) = library.translate([SENTENCE])
-    explain_translations(library, [sentence], method, ig_steps=STEPS)
-    record = flat_record(sentence_record(sentence, library.vocab, library.choice), library.choice)
+    library = Service(loaded(runs[name]))
+    request = Request(explain=(method,), ig_steps=STEPS, maps="aligning")
+    (sentence,) = library.translate([SENTENCE], request)
+    (record,) = library.records([sentence], request)
+    record = flat_record(record, library.translator(request).choice)
     assert line["translation"] == record["translation"]
-    # One matrix: the method's, the alignment read off it.
-    (only,) = line["attention"]
-    assert line["default_attention"] == 0 and only["alignment"] == line["alignment"]
+    # The method's matrix after the attention's maps, the alignment read off it.
+    maps, default = line["attention"], line["default_attention"]
+    only = maps[default]
+    assert default == len(maps) - 1 and only["method"] == method
+    assert [m["method"] for m in maps[:default]] == ["attention"] * default
+    assert only["alignment"] == line["alignment"]
     np.testing.assert_allclose(only["subword"], record["subword_weights"], atol=2e-5)
     np.testing.assert_allclose(only["word"], record["word_weights"], atol=2e-5)
     assert line["alignment"] == record["alignment"] and line["links"] == record["links"]
     shape = (len(line["target_pieces"]), len(line["source_pieces"]))
     assert np.array(only["subword"]).shape == shape
     # What it cost, as the library's record says it.
-    info, expected = line["explanation"], record["explanation"]
+    (info,), (expected,) = line["explanations"], record["explanations"]
     assert info["method"] == method and info["ms"] >= 0
     assert (info["forward"], info["backward"]) == (expected["forward"], expected["backward"])
     assert (info["backward"] > 0) == (method in GRADIENT_METHODS)
@@ -106,13 +111,13 @@ def test_each_method_as_the_translator_gives_it(client, runs, name, method):
 
 def test_without_weights_the_links_come_from_the_method(client):
     (line,) = translate(client, text=SENTENCE, explain="occlusion").json()["translations"]
-    assert line["attention"] is None and line["explanation"]["method"] == "occlusion"
+    assert line["attention"] is None and line["explanations"][0]["method"] == "occlusion"
     (full,) = translate(client, text=SENTENCE, explain="occlusion", weights=True).json()[
         "translations"
     ]
-    assert line["alignment"] == full["attention"][0]["alignment"]
+    assert line["alignment"] == full["attention"][full["default_attention"]]["alignment"]
     (plain,) = translate(client, text=SENTENCE).json()["translations"]
-    assert plain["explanation"] is None
+    assert plain["explanations"] is None
 
 
 def test_a_run_without_attention_is_explained_by_occlusion_not_attention(client):
@@ -128,7 +133,7 @@ def test_a_run_without_attention_is_explained_by_occlusion_not_attention(client)
         len(line["target_pieces"]),
         len(line["source_pieces"]),
     )
-    assert line["explanation"]["method"] == "occlusion" and line["source_words"]
+    assert line["explanations"][0]["method"] == "occlusion" and line["source_words"]
     # Without a method, still nothing to draw: the refusal names the methods that fit.
     refused = translate(client, text=SENTENCE, model="plain", weights=True)
     assert refused.status_code == 422 and "occlusion" in refused.json()["detail"]
@@ -160,8 +165,9 @@ def test_more_steps_integrate_more_closely(client):
     for steps in (1, 16):
         body = {"text": SENTENCE, "explain": "integrated-gradients", "ig_steps": steps}
         (line,) = translate(client, **body).json()["translations"]
-        errors.append(line["explanation"]["completeness_error"])
-        assert line["explanation"]["backward"] >= steps
+        (info,) = line["explanations"]
+        errors.append(info["completeness_error"])
+        assert info["backward"] >= steps
     # A midpoint sum's error falls as the steps grow: measured on the RNNsearch's own
     # translation, 0.018 at 1 step and 7e-5 at 16 (train.seed 1-3: 0.018-0.11 and 7e-5 to
     # 2e-3; an Intel Xeon with AMX, seed 1 the same with AVX2 kernels).
@@ -179,8 +185,9 @@ def test_a_given_translation_is_explained_as_the_library_explains_it(client, run
     ids = (run.vocab.src.encode(pair["source"]), run.vocab.tgt.encode(pair["target"]))
     choice = Translator(run).choice
     (done,) = explain(run.model, [ids], "occlusion", choice)
-    np.testing.assert_allclose(scored["attention"][0]["subword"], done.matrix, atol=2e-5)
-    assert scored["explanation"]["forward"] == done.forward
+    shown = scored["attention"][scored["default_attention"]]
+    np.testing.assert_allclose(shown["subword"], done.matrix, atol=2e-5)
+    assert scored["explanations"][0]["forward"] == done.forward
     (plain,) = client.post("/api/score", json={"pair": pair, "model": "tf"}).json()["scores"]
     assert plain["score"] == scored["score"]  # the score is the model's, whatever explains it
 

@@ -4,20 +4,42 @@ Python, each result drawing itself in a notebook (`attnmt.views.results`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from attnmt.decoding.attention_choice import labels, run_attention
+from attnmt.decoding.attention_choice import labels
 from attnmt.decoding.loading import open_model
-from attnmt.decoding.records import scored_record, sentence_record
+from attnmt.decoding.records import sentence_record
 from attnmt.decoding.translator import Sentence, Translator, source_limit
 from attnmt.errors import CheckpointError, UserError
 from attnmt.rundir import RunDir
+from attnmt.service import Request, Service
 from attnmt.views.results import Comparison, Translated, Translations, show_figures_inline
 
 show_figures_inline()  # `.plot()` figures draw in a notebook without `%matplotlib inline`
+
+
+def _request(explain: str | Sequence[str] | None, options: dict[str, Any]) -> Request:
+    """The service's request of a call's keyword options (`UserError` for one it has not,
+    or an impossible one)."""
+    methods = (explain,) if isinstance(explain, str) else tuple(explain or ())
+    known = {f.name for f in fields(Request)} - {"explain"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UserError(
+            f"unknown option {unknown[0]!r}; the options are {', '.join(sorted(known))}"
+        )
+    if isinstance(options.get("prefix"), list):  # target subword ids
+        options = {**options, "prefix": tuple(options["prefix"])}
+    return Request(explain=methods, **options).check()
+
+
+def _blank(line: int, pair: tuple[str, str]) -> dict[str, Any]:
+    """The record of a pair with two empty sides: nothing was read."""
+    return sentence_record(Sentence(line, pair[0]), None, None)
 
 
 def _lines(text: str | Sequence[str], what: str) -> tuple[list[str], bool]:
@@ -39,6 +61,7 @@ class Model:
     def __init__(self, loaded, name: str | None = None) -> None:
         self.loaded = loaded
         self.name = name or loaded.run_dir.name
+        self._service: Service | None = None
 
     config = property(lambda self: self.loaded.cfg)
     run_dir = property(lambda self: self.loaded.run_dir)
@@ -81,31 +104,28 @@ class Model:
         """The `attnmt.decoding.translator.Translator` under `translate` (options as its own)."""
         return Translator(self.loaded, **options)
 
+    @property
+    def service(self) -> Service:
+        """The `attnmt.service.Service` every face translates and scores through."""
+        if self._service is None:
+            self._service = Service(self.loaded)
+        return self._service
+
     def translate(
         self,
         text: str | Sequence[str],
         *,
-        beam: int = 1,
-        n_best: int = 1,
-        alpha: float = 0.6,
-        max_len_ratio: float = 2.0,
         explain: str | Sequence[str] | None = None,
-        ig_steps: int = 32,
-        layer: int | None = None,
-        head: int | None = None,
-        threshold: float | None = None,
-        search: bool = False,
-        prefix: str | Sequence[int] | None = None,
-        alternatives: int = 0,
-        min_alternative_prob: float = 0.0,
+        **options: Any,
     ) -> Translated | Translations:
         """Translate one sentence (a `Translated`) or a list (`Translations`).
 
-        Options are `attnmt translate`'s (docs/decoding.md): `beam`, `n_best`, `alpha` (the
-        length penalty), `layer`/`head` (the Transformer attention that aligns words).
-        `explain` adds one or more explanation methods (attnmt.explain.METHODS) to the
-        view, each drawn beside the attention as decoded; `ig_steps` is integrated
-        gradients' step count.
+        Options are those of `attnmt.service.Request`, as `attnmt translate`'s
+        (docs/decoding.md): `beam`, `n_best`, `alpha` (the length penalty),
+        `max_len_ratio`, `layer`/`head` (the Transformer attention that aligns words),
+        `threshold`. `explain` adds one or more explanation methods
+        (attnmt.explain.METHODS), each drawn beside the attention as decoded, the first
+        linking the words; `ig_steps` is integrated gradients' step count.
 
         `search=True` keeps the whole search (`.search`, drawn as a tree under the
         heatmap); `prefix` (text, or target subword ids) forces the start of every
@@ -119,59 +139,10 @@ class Model:
                 "canvas's grid: looks(index) draws it, attnmt.evaluate(model) reads canvases"
             )
         lines, single = _lines(text, "text")
-        methods = [explain] if isinstance(explain, str) else list(explain or [])
-        if n_best > beam:
-            raise UserError(f"n_best={n_best} needs beam >= {n_best}")
-        has_attention = self.loaded.model.uses_attention
-        translator = self.translator(
-            beam=beam,
-            alpha=alpha,
-            n_best=n_best,
-            max_len_ratio=max_len_ratio,
-            align_layer=layer,
-            align_head=head,
-            need_weights=has_attention,
-            threshold=threshold,
-        )
-        if methods:  # explanations need torch (gradients): imported only when asked
-            from attnmt.explain import check_method
-            from attnmt.explain.methods import explain as explain_pairs
-
-            for method in methods:
-                check_method(method, self.loaded.model, translator.choice)
-        if alternatives < 0 or not 0.0 <= min_alternative_prob <= 1.0:
-            raise UserError(
-                "alternatives must be 0 or more and min_alternative_prob between 0 and 1"
-            )
-        sentences = translator.translate(
-            lines,
-            prefixes=None if prefix is None else [prefix] * len(lines),
-            record=search,
-        )
-        if alternatives:
-            for sentence in sentences:
-                translator.alternatives(sentence, alternatives, min_alternative_prob)
-        items = []
-        for sentence in sentences:
-            result = sentence.translation
-            explanations = []
-            if result is not None:
-                for method in methods:
-                    explanations += explain_pairs(
-                        self.loaded.model,
-                        [(sentence.ids, result.tokens)],
-                        method,
-                        translator.choice,
-                        ig_steps=ig_steps,
-                    )
-            record = sentence_record(
-                sentence,
-                self.vocab,
-                translator.choice,
-                threshold=translator.threshold,
-                explanations=explanations,
-            )
-            items.append(Translated(record, self.name))
+        request = _request(explain, options)
+        sentences = self.service.translate(lines, request)
+        records = self.service.records(sentences, request)
+        items = [Translated(record, self.name) for record in records]
         return items[0] if single else Translations(items)
 
     # --- scoring and aligning -------------------------------------------------------------
@@ -181,14 +152,13 @@ class Model:
         source: str | Sequence[str],
         target: str | Sequence[str],
         *,
-        alpha: float = 0.6,
-        layer: int | None = None,
-        head: int | None = None,
-        threshold: float | None = None,
+        explain: str | Sequence[str] | None = None,
+        **options: Any,
     ) -> Translated | Translations:
         """How likely the model finds each target given its source (forced decoding): each
-        result's `score` (length-normalised as the search does), `log_prob`, the
-        `token_log_probs`, and the attention while reading the target (its view)."""
+        result's `score` (length-normalised as the search does, `alpha`), `log_prob`, the
+        `token_log_probs`, and the attention while reading the target (its view); options
+        and `explain` as `translate`'s."""
         if self.loaded.model.reads_images:
             raise UserError("score() reads text pairs; this run's model reads images")
         sources, single = _lines(source, "source")
@@ -198,27 +168,16 @@ class Model:
                 f"give as many targets as sources ({len(sources)} sources, {len(targets)} "
                 "targets): two strings, or two lists of the same length"
             )
-        choice = run_attention(self.loaded, layer=layer, head=head)
-        limit = source_limit(self.config.model)
-        has_attention = self.loaded.model.uses_attention
-        sources = [" ".join(s.split()) for s in sources]
-        targets = [" ".join(t.split()) for t in targets]
-        encoded = [self.vocab.src.encode(s) for s in sources]
-        ids = [
-            (src[:limit], self.vocab.tgt.encode(t)) for src, t in zip(encoded, targets, strict=True)
+        pairs = [
+            (" ".join(s.split()), " ".join(t.split()))
+            for s, t in zip(sources, targets, strict=True)
         ]
-        from attnmt.decoding.scoring import score_pairs  # forced decoding needs torch
-
-        scored = score_pairs(self.loaded.model, ids, alpha=alpha, need_weights=has_attention)
-        items = []
-        for n, (src, tgt, (src_ids, tgt_ids), result) in enumerate(
-            zip(sources, targets, ids, scored, strict=True)
-        ):
-            sentence = Sentence(n + 1, src, src_ids, truncated=len(encoded[n]) > limit)
-            record = scored_record(
-                sentence, tgt, tgt_ids, result, self.vocab, choice, threshold=threshold
-            )
-            items.append(Translated(record, self.name))
+        request = _request(explain, options)
+        records = self.service.score(pairs, request)
+        items = [
+            Translated(record if record is not None else _blank(n, pair), self.name)
+            for n, (pair, record) in enumerate(zip(pairs, records, strict=True), start=1)
+        ]
         return items[0] if single else Translations(items)
 
     def align(

@@ -21,6 +21,7 @@ from attnmt.decoding.loading import open_model
 from attnmt.decoding.translator import MAX_SOURCE_TOKENS
 from attnmt.errors import DataError, UserError
 from attnmt.explain.names import METHODS
+from attnmt.service import Request, as_flag
 
 if TYPE_CHECKING:
     from attnmt.decoding.runs import LoadedRun
@@ -50,24 +51,25 @@ def add_decoding_arguments(
         group.add_argument(
             "--beam",
             type=int,
-            default=1,
+            default=Request.beam,
             metavar="K",
-            help="beam size (default 1: greedy decoding)",
+            help=f"beam size (default {Request.beam}: greedy decoding)",
         )
     group.add_argument(
         "--alpha",
         type=float,
-        default=0.6,
+        default=Request.alpha,
         metavar="A",
-        help="GNMT length penalty exponent for beam search (default 0.6)",
+        help=f"GNMT length penalty exponent for beam search (default {Request.alpha})",
     )
     if search:
         group.add_argument(
             "--max-len-ratio",
             type=float,
-            default=2.0,
+            default=Request.max_len_ratio,
             metavar="R",
-            help="outputs stop at R x source length + 5 subwords (default 2)",
+            help="outputs stop at R x source length + 5 subwords "
+            f"(default {Request.max_len_ratio:g})",
         )
     group.add_argument(
         "--max-source-len",
@@ -142,9 +144,9 @@ def add_explain_arguments(parser: argparse.ArgumentParser, *, several: bool = Fa
     group.add_argument(
         "--ig-steps",
         type=int,
-        default=32,
+        default=Request.ig_steps,
         metavar="K",
-        help="integrated gradients: steps from the zero baseline (default 32)",
+        help=f"integrated gradients: steps from the zero baseline (default {Request.ig_steps})",
     )
 
 
@@ -163,13 +165,12 @@ def explain_methods(text: str | None, *, several: bool = False) -> list[str]:
 
 def check_decoding_arguments(args: argparse.Namespace) -> None:
     """One clear sentence for each impossible decoding flag."""
-    beam = getattr(args, "beam", 1)
-    if beam < 1:
-        raise UserError(f"--beam must be at least 1, got {beam}")
-    if args.alpha < 0:
-        raise UserError(f"--alpha must be >= 0, got {args.alpha}")
-    if getattr(args, "max_len_ratio", 1.0) <= 0:
-        raise UserError(f"--max-len-ratio must be positive, got {args.max_len_ratio}")
+    Request(
+        beam=getattr(args, "beam", Request.beam),
+        alpha=args.alpha,
+        n_best=getattr(args, "n_best", Request.n_best),
+        max_len_ratio=getattr(args, "max_len_ratio", Request.max_len_ratio),
+    ).check(as_flag)  # the search's checks are the service's, named as flags
     if args.batch_tokens < 1:
         raise UserError(f"--batch-tokens must be at least 1, got {args.batch_tokens}")
     quantize = getattr(args, "quantize", None)
@@ -177,12 +178,6 @@ def check_decoding_arguments(args: argparse.Namespace) -> None:
         raise UserError(
             f"--quantize {quantize} runs on the CPU only (PyTorch's dynamic quantisation has "
             f"no {args.device} kernels); use --device cpu, or leave out --quantize"
-        )
-    n_best = getattr(args, "n_best", 1)
-    if not 1 <= n_best <= beam:
-        raise UserError(
-            f"--n-best {n_best} needs a beam at least as wide: use --beam {max(n_best, 1)} "
-            f"or more (--n-best must be between 1 and --beam, which is {beam})"
         )
 
 

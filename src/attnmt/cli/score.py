@@ -27,11 +27,9 @@ from attnmt.cli.options import (
     split_runs,
 )
 from attnmt.data.files import STDIN, read_parallel, read_tsv
-from attnmt.decoding.attention_choice import run_attention
-from attnmt.decoding.records import flat_record, scored_record
-from attnmt.decoding.scoring import score_pairs
-from attnmt.decoding.translator import Sentence, source_limit
+from attnmt.decoding.records import flat_record
 from attnmt.errors import UserError
+from attnmt.service import Request, Service, as_flag
 
 CHUNK_PAIRS = 512  # pairs scored together: output streams, and weights stay bounded
 
@@ -85,46 +83,31 @@ def run(args: argparse.Namespace) -> int:
             f"this run's model ({loaded.cfg.model.name}) has no attention, so it has no "
             "alignments; leave out --alignments"
         )
-    choice = run_attention(
-        loaded, layer=args.align_layer, head=args.align_head, offset=args.align_offset
-    )
-    limit = source_limit(loaded.cfg.model, args.max_source_len)
-    vocab = loaded.vocab
+    request = Request(
+        alpha=args.alpha,
+        links=need_weights,
+        maps="aligning" if need_weights else None,  # the plain lines need none
+        layer=args.align_layer,
+        head=args.align_head,
+        offset=args.align_offset,
+    ).check(as_flag)
+    service = Service(loaded, batch_tokens=args.batch_tokens, max_source_len=args.max_source_len)
+    choice = service.translator(request).choice
     truncated = 0
     with open_output(args.output) as out:
         for start in range(0, len(pairs), CHUNK_PAIRS):
-            chunk = list(enumerate(pairs[start : start + CHUNK_PAIRS], start=start + 1))
-            todo = [(n, s, t) for n, (s, t) in chunk if s or t]
-            ids, cut = [], []
-            for _, src, tgt in todo:
-                src_ids = vocab.src.encode(src)
-                cut.append(len(src_ids) > limit)
-                ids.append((src_ids[:limit], vocab.tgt.encode(tgt)))
-            truncated += sum(cut)
-            scored = score_pairs(
-                loaded.model,
-                ids,
-                alpha=args.alpha,
-                need_weights=need_weights,
-                batch_tokens=args.batch_tokens,
-            )
-            lines = {n: "" for n, _ in chunk}
-            for (n, src, tgt), (src_ids, tgt_ids), result, was_cut in zip(
-                todo, ids, scored, cut, strict=True
-            ):
-                sentence = Sentence(n, src, src_ids, truncated=was_cut)
-                maps = "aligning" if need_weights else None  # the plain lines need none
-                record = scored_record(
-                    sentence, tgt, tgt_ids, result, vocab, choice, links=need_weights, maps=maps
-                )
-                lines[n] = format_line(flat_record(record, choice), args.alignments)
-            for n, _ in chunk:
-                out.write(lines[n] + "\n")
+            chunk = pairs[start : start + CHUNK_PAIRS]
+            for record in service.score(chunk, request, first_line=start + 1):
+                if record is None:  # two empty sides: an empty line
+                    out.write("\n")
+                    continue
+                truncated += record["truncated"]
+                out.write(format_line(flat_record(record, choice), args.alignments) + "\n")
             out.flush()
     if truncated:
         print(
-            f"attnmt score: {truncated} source(s) longer than {limit} subwords were cut there "
-            "(--max-source-len); their scores are of the cut source",
+            f"attnmt score: {truncated} source(s) longer than {service.limit} subwords were "
+            "cut there (--max-source-len); their scores are of the cut source",
             file=sys.stderr,
         )
     return 0

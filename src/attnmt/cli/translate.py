@@ -21,7 +21,6 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from attnmt import explain  # its methods (and torch) load on first use: exports need neither
 from attnmt.cli.options import (
     add_decoding_arguments,
     add_explain_arguments,
@@ -31,13 +30,13 @@ from attnmt.cli.options import (
     open_output,
     split_runs,
 )
-from attnmt.data.alignments import format_pharaoh
 from attnmt.data.files import read_lines
 from attnmt.decoding.attention_choice import labels
-from attnmt.decoding.records import flat_record, search_record, sentence_record
-from attnmt.decoding.translator import Sentence, Translator
+from attnmt.decoding.records import flat_record, search_record
+from attnmt.decoding.translator import Sentence
 from attnmt.errors import UserError
 from attnmt.explain.names import scale_of
+from attnmt.service import Request, Service, as_flag
 
 CHUNK_LINES = 256  # lines decoded together: output streams, and weights stay bounded
 
@@ -66,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--n-best",
         type=int,
-        default=1,
+        default=Request.n_best,
         metavar="N",
         help="print the N best hypotheses (needs --beam >= N): Moses n-best "
         "lines 'i ||| translation ||| score' (with --alignments json: an nbest list)",
@@ -104,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--min-alternative-prob",
         type=float,
-        default=0.0,
+        default=Request.min_alternative_prob,
         metavar="P",
         help="with --alternatives: leave out subwords less likely than P (0-1); the most "
         "likely is always kept (CTranslate2's min_alternative_expansion_prob)",
@@ -145,17 +144,7 @@ def run(args: argparse.Namespace) -> int:
             "--explain changes what --alignments and --plot show; add one of them "
             "(e.g. --alignments json)"
         )
-    if args.threshold is not None and not 0.0 < args.threshold <= 1.0:
-        raise UserError(f"--threshold must be in (0, 1], got {args.threshold}")
-    if args.alternatives is not None:
-        if args.alternatives < 1:
-            raise UserError(f"--alternatives must be at least 1, got {args.alternatives}")
-        if args.n_best > 1:
-            raise UserError("--alternatives and --n-best each list several outputs; use one")
-    if not 0.0 <= args.min_alternative_prob <= 1.0:
-        raise UserError(
-            f"--min-alternative-prob must be between 0 and 1, got {args.min_alternative_prob}"
-        )
+    request = _request(args)
     same = args.search_json is not None and args.output is not None
     if same and Path(args.search_json).resolve() == Path(args.output).resolve():
         raise UserError("--search-json and -o name the same file; give two files")
@@ -164,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     # A terminal on standard input and no file: a person is typing, so prompt.
     interactive = args.interactive or (args.input == "-" and sys.stdin.isatty())
     loaded = load_decoding_run(args)
-    session = _Session(loaded, args)
+    session = _Session(loaded, args, request)
     # Read everything before opening the output, so `-o` may name the input file.
     lines = [] if interactive else read_lines(args.input)
     with open_output(args.output) as out, _search_output(args.search_json) as searches:
@@ -212,33 +201,45 @@ def _search_output(path: str | None):
         partial.unlink(missing_ok=True)
 
 
-class _Session:
-    """A `Translator` and the output format asked for: formats each sentence's line(s)."""
+def _request(args: argparse.Namespace) -> Request:
+    """The service's request of the command's flags (each checked there, named as a flag)."""
+    return Request(
+        beam=args.beam,
+        alpha=args.alpha,
+        n_best=args.n_best,
+        max_len_ratio=args.max_len_ratio,
+        alternatives=args.alternatives,
+        min_alternative_prob=args.min_alternative_prob,
+        search=args.search_json is not None,
+        links=args.alignments is not None,
+        maps="aligning" if args.alignments == "json" or args.plot else None,
+        threshold=args.threshold,
+        layer=args.align_layer,
+        head=args.align_head,
+        offset=args.align_offset,
+        explain=(args.explain,) if args.explain else (),
+        ig_steps=args.ig_steps,
+    ).check(as_flag)
 
-    def __init__(self, loaded, args: argparse.Namespace) -> None:
+
+class _Session:
+    """The run's `Service`, the request and the output format asked for: formats each
+    sentence's line(s)."""
+
+    def __init__(self, loaded, args: argparse.Namespace, request: Request) -> None:
         self.args = args
+        self.request = request
         self.vocab = loaded.vocab
-        self.translator = Translator(
-            loaded,
-            beam=args.beam,
-            alpha=args.alpha,
-            n_best=args.n_best,
-            max_len_ratio=args.max_len_ratio,
-            batch_tokens=args.batch_tokens,
-            max_source_len=args.max_source_len,
-            align_layer=args.align_layer,
-            align_head=args.align_head,
-            align_offset=args.align_offset,
-            # The search's nodes carry their attention rows when the model has attention.
-            need_weights=bool(
-                args.alignments or args.plot or (args.search_json and loaded.model.uses_attention)
-            ),
-            threshold=args.threshold,
-            explained=args.explain is not None,  # --explain's matrices replace the weights
-            record_search=args.search_json is not None,
+        self.service = Service(
+            loaded, batch_tokens=args.batch_tokens, max_source_len=args.max_source_len
         )
-        if args.explain is not None:
-            explain.check_method(args.explain, loaded.model, self.translator.choice)
+        self.translator = self.service.check(request, as_flag)
+        drawn = self.args.alignments or self.args.plot
+        if drawn and not (loaded.model.uses_attention or request.explain):  # nothing to draw
+            raise UserError(
+                f"this run's model ({loaded.cfg.model.name}) has no attention, so it has "
+                "no alignments or attention plots; leave out --alignments and --plot"
+            )
         self.searches: TextIO | None = None  # the --search-json file
         self.limit = self.translator.limit
         self.truncated: list[tuple[int, int]] = []  # (line number, subwords before the cut)
@@ -250,18 +251,9 @@ class _Session:
             split = [line.split("\t", 1) for line in lines]
             lines = [parts[0] for parts in split]
             prefixes = [parts[1] if len(parts) > 1 else None for parts in split]
-        sentences = self.translator.translate(
-            lines, first_line=first_line, progress=progress, prefixes=prefixes
+        sentences = self.service.translate(
+            lines, self.request, first_line=first_line, progress=progress, prefixes=prefixes
         )
-        if self.args.explain is not None:
-            explain.explain_translations(
-                self.translator, sentences, self.args.explain, ig_steps=self.args.ig_steps
-            )
-        if self.args.alternatives is not None:
-            for sentence in sentences:
-                self.translator.alternatives(
-                    sentence, self.args.alternatives, self.args.min_alternative_prob
-                )
         if self.searches is not None:
             for sentence in sentences:
                 self.searches.write(json.dumps(self._search(sentence), ensure_ascii=False))
@@ -269,7 +261,9 @@ class _Session:
         for sentence in sentences:
             if sentence.truncated:
                 self.truncated.append((sentence.line, len(self.vocab.src.encode(sentence.source))))
-        return [self._format(sentence) for sentence in sentences]
+        # The search is in --search-json's file, not in the lines.
+        records = self.service.records(sentences, self.request, search=False)
+        return [self._format(s, r) for s, r in zip(sentences, records, strict=True)]
 
     def interactive(self, out: TextIO) -> None:
         """Read lines until EOF; print each translation as soon as it is made."""
@@ -323,29 +317,18 @@ class _Session:
             else search_record(sentence, self.vocab, self.translator.choice, heads=True),
         }
 
-    def _format(self, sentence: Sentence) -> str:
+    def _format(self, sentence: Sentence, record: dict) -> str:
         result = sentence.translation
         if result is not None and self.args.plot:
             self._plot(sentence)
         if self.args.alignments == "json":
-            choice = self.translator.choice
-            record = sentence_record(  # the search is in --search-json's file, not here
-                sentence,
-                self.vocab,
-                choice,
-                maps="aligning",
-                threshold=self.translator.threshold,
-                search=False,
-            )
-            return json.dumps(flat_record(record, choice), ensure_ascii=False)
+            return json.dumps(flat_record(record, self.translator.choice), ensure_ascii=False)
         if self.args.alternatives is not None:
             return self._alternative_lines(sentence)
         if self.args.n_best > 1:
-            return self._nbest_lines(sentence)
+            return self._nbest_lines(sentence, record)
         if self.args.alignments == "pharaoh":
-            if result is None:
-                return "\t"
-            return f"{result.text}\t{format_pharaoh(self.translator.words(sentence).links)}"
+            return "\t" if result is None else f"{result.text}\t{record['alignment']}"
         return "" if result is None else result.text
 
     def _alternative_lines(self, sentence: Sentence) -> str:
@@ -359,18 +342,14 @@ class _Session:
             )
         return "\n".join(rows or [f"{sentence.line - 1} ||| ||| 0.0000 ||| ||| 0.0000"])
 
-    def _nbest_lines(self, sentence: Sentence) -> str:
+    def _nbest_lines(self, sentence: Sentence, record: dict) -> str:
         """Moses n-best lines `i ||| translation ||| score [||| links]`, i from 0."""
-        result = sentence.translation
-        hyps = [] if result is None else (result.nbest or [])
         rows = []
-        for hyp in hyps or [None]:
-            text = "" if hyp is None else self.vocab.tgt.decode(hyp.tokens)
-            score = 0.0 if hyp is None else hyp.score
+        for hyp in record.get("nbest") or [None]:
+            text, score = ("", 0.0) if hyp is None else (hyp["translation"], hyp["score"])
             row = f"{sentence.line - 1} ||| {text} ||| {score:.4f}"
             if self.args.alignments == "pharaoh":
-                links = set() if hyp is None else self.translator.words(sentence, hyp).links
-                row += f" ||| {format_pharaoh(links)}"
+                row += f" ||| {'' if hyp is None else hyp['alignment']}"
             rows.append(row)
         return "\n".join(rows)
 
@@ -378,9 +357,10 @@ class _Session:
         from attnmt.decoding.attention_maps import write_attention  # matplotlib: on use
 
         result = sentence.translation
+        shown = sentence.explanations  # the first method's matrix, as the links are read
         write_attention(
             Path(self.args.plot) / f"line-{sentence.line:04d}",
-            result.weights,
+            shown[0].matrix if shown else result.weights,
             labels(self.vocab.src, sentence.ids),
             labels(self.vocab.tgt, result.tokens),
             self.translator.choice,

@@ -10,9 +10,10 @@ The Python API's results keep it, the notebook views draw it, the server answers
 `SearchNode` is what `--search-json`, the server's search and stream, and tree.js carry.
 
 `attention` lists maps: the aligning one, or a Transformer's every layer's mean of heads,
-then its heads; an explanation whose matrix replaced the weights is the one map, and those
-drawn beside the attention (`explanations`) follow. The words, links and `alignment` are
-read off map `default_attention`, the one `choice` names, rows shifted by `choice.offset`.
+then its heads; the explanations (`explanations`, `attnmt.service`) follow, one map each.
+The words, links and `alignment` are read off map `default_attention`: the first
+explanation's when there is one, else the attention `choice` names, rows shifted by
+`choice.offset`.
 """
 
 from __future__ import annotations
@@ -153,8 +154,7 @@ class SentenceRecord(TypedDict):
     links: list[list[int]]  # the same links as [i, j] pairs
     attention: list[AttentionMap] | None  # with maps
     default_attention: int | None  # the map the links are read off
-    explanation: NotRequired[ExplanationRecord]  # the method whose matrix the weights are
-    explanations: NotRequired[list[ExplanationRecord]]  # those drawn beside the attention
+    explanations: NotRequired[list[ExplanationRecord]]  # one map each, after the attention's
     member_weights: NotRequired[list[list[list[float]]]]  # an ensemble's, aligning map
     nbest: NotRequired[list[NbestEntry]]
     prefix: NotRequired[PrefixRecord]
@@ -183,9 +183,9 @@ def sentence_record(
     `links`: the word alignment (else `alignment` "" and `links` []); `maps`: "every" map
     the model has, the "aligning" one, or None (`attention` null); the words are given
     with either. `threshold` links a target word to every source word weighing that much
-    too. `explanations` (`attnmt.explain.Explanation`s) are drawn after the attention.
-    `search`: the recorded search, when the sentence has one. A blank line gives an empty
-    record.
+    too. `explanations` (`attnmt.explain.Explanation`s of the translation) are drawn after
+    the attention, and the first links the words. `search`: the recorded search, when the
+    sentence has one. A blank line gives an empty record.
     """
     result = sentence.translation
     record: SentenceRecord = {
@@ -208,17 +208,16 @@ def sentence_record(
         return record
     record["source_pieces"] = labels(vocab.src, sentence.ids)
     record["target_pieces"] = labels(vocab.tgt, result.tokens)
-    why = sentence.explanation
-    if why is not None:
-        record["explanation"] = explanation_record(why)
+    if explanations:
+        record["explanations"] = [explanation_record(e) for e in explanations]
     if not (links or maps is not None or explanations or result.nbest is not None):
         return _steered(record, sentence, vocab, choice, search)  # no words asked for
     src = source_words(vocab.src, sentence.source, len(sentence.ids))
     tgt = target_words(vocab.tgt, result.tokens, result.text)
-    drawn, default = _maps(result, why, choice, maps, src, tgt, threshold)
-    drawn += [
-        _map(e.method, e.method, e.scale, e.matrix, src, tgt, threshold) for e in explanations
-    ]
+    drawn, default = _maps(result, choice, maps, src, tgt, threshold)
+    if explanations:
+        default = len(drawn)
+        drawn += [_explanation_map(e, choice, src, tgt, threshold) for e in explanations]
     if links or maps is not None:
         record["source_words"], record["target_words"] = src.words, tgt.words
     if links and drawn:
@@ -228,8 +227,6 @@ def sentence_record(
     if maps is not None:
         record["attention"] = [entry for entry, _ in drawn]
         record["default_attention"] = default if drawn else None
-    if explanations:
-        record["explanations"] = [explanation_record(e) for e in explanations]
     weights = None if result.weights is None else to_numpy(result.weights)
     if choice.members and weights is not None and weights.ndim == 3:  # (T, M, S)
         record["member_weights"] = [rounded_matrix(weights[:, m]) for m in range(choice.members)]
@@ -268,11 +265,10 @@ def scored_record(
 ) -> SentenceRecord:
     """The record of a scored pair (`scored`, from `attnmt.decoding.scoring.score_pairs`):
     `sentence_record`'s (`options`) of `target` as the translation of `sentence`, with
-    `target` and each target subword's log-probability (`token_log_probs`, </s> last). An
-    explanation of the sentence replaces its weights."""
-    why = sentence.explanation
-    weights = scored.weights if why is None else why.matrix
-    done = Translation(target, list(target_ids), scored.score, weights, log_prob=scored.log_prob)
+    `target` and each target subword's log-probability (`token_log_probs`, </s> last)."""
+    done = Translation(
+        target, list(target_ids), scored.score, scored.weights, log_prob=scored.log_prob
+    )
     record = sentence_record(replace(sentence, translation=done), vocab, choice, **options)
     record["target"] = target
     record["token_log_probs"] = [round(x, SCORE_DIGITS) for x in scored.token_log_probs]
@@ -311,7 +307,6 @@ def rounded_matrix(matrix: Any) -> list[list[float]]:
 
 def _maps(
     result: Translation,
-    why: Explanation | None,
     choice: AttentionChoice,
     maps: Literal["every", "aligning"] | None,
     src: SideWords,
@@ -319,26 +314,41 @@ def _maps(
     threshold: float | None,
 ) -> tuple[list[tuple[AttentionMap, WordView]], int]:
     """The maps of the decoded weights, each with its word view, and the index of the one
-    `choice` names. An explanation's matrix, made with `choice`, is the one map."""
+    `choice` names."""
     if result.weights is None:
         return [], 0
     choices = [choice]
-    if maps == "every" and why is None:  # each keeps the offset that aligns words
+    if maps == "every":  # each keeps the offset that aligns words
         choices = [replace(c, offset=choice.offset) for c in every_choice(choice)]
     drawn = []
     for one in choices:
-        method, scale, name = "attention", ATTENTION_SCALE, one.describe()
-        reads = why is None or why.reads_attention  # the choice's attention
-        if why is not None:
-            method, scale = why.method, why.scale
-            name = f"{method}, {name}" if reads and one.transformer else method
-        layer = one.layer if one.transformer and reads else None
-        head = one.head if reads else None
+        layer = one.layer if one.transformer else None
         matrix = select(result.weights, one)
-        drawn.append(
-            _map(name, method, scale, matrix, src, tgt, threshold, one.offset, layer, head)
-        )
+        name = one.describe()
+        entry = _map(name, "attention", ATTENTION_SCALE, matrix, src, tgt, threshold, one.offset)
+        drawn.append(_placed(entry, layer, one.head))
     return drawn, choices.index(choice) if choice in choices else 0
+
+
+def _explanation_map(
+    why: Explanation, choice: AttentionChoice, src: SideWords, tgt: SideWords, threshold
+) -> tuple[AttentionMap, WordView]:
+    """An explanation's map: a method that reads the attention reads `choice`'s (named
+    after it on a Transformer, its rows read from `choice.offset` as the attention's);
+    the others explain output t by row t."""
+    if not why.reads_attention:
+        return _map(why.method, why.method, why.scale, why.matrix, src, tgt, threshold)
+    name = f"{why.method}, {choice.describe()}" if choice.transformer else why.method
+    layer = choice.layer if choice.transformer else None
+    entry = _map(name, why.method, why.scale, why.matrix, src, tgt, threshold, choice.offset)
+    return _placed(entry, layer, choice.head)
+
+
+def _placed(drawn: tuple[AttentionMap, WordView], layer, head) -> tuple[AttentionMap, WordView]:
+    """A map with the 1-based layer and head it reads (None: not one layer, or a mean)."""
+    entry, view = drawn
+    entry["layer"], entry["head"] = layer, head
+    return entry, view
 
 
 def _map(
@@ -350,8 +360,6 @@ def _map(
     tgt: SideWords,
     threshold: float | None,
     offset: int = 0,
-    layer: int | None = None,
-    head: int | None = None,
 ) -> tuple[AttentionMap, WordView]:
     """One map: its matrices at both levels, the word alignment they give, its view."""
     matrix = to_numpy(matrix)  # (T, S)
@@ -360,8 +368,8 @@ def _map(
         "name": name,
         "method": method,
         "scale": scale,
-        "layer": layer,
-        "head": head,
+        "layer": None,
+        "head": None,
         "subword": rounded_matrix(matrix),
         "word": rounded_matrix(view.word_weights),
         "alignment": format_pharaoh(view.links),

@@ -83,7 +83,8 @@ class Sentence:
     ids: list[int] = field(default_factory=list)  # the source subwords translated
     translation: Translation | None = None
     truncated: bool = False  # the source was cut to `Translator.limit` subwords
-    explanation: Any = None  # `attnmt.explain.Explanation` of the best translation, if asked
+    # `attnmt.explain.Explanation`s of the best translation, one per method asked
+    explanations: list[Any] = field(default_factory=list)
     prefix: list[int] | None = None  # the target subwords forced at the start, if any
     alternatives: list[Alternative] | None = None  # `Translator.alternatives`' answer
 
@@ -105,19 +106,16 @@ class Translator:
     `SearchOptions`, `options`; `align_layer` and `align_head` (1-based) choose the
     Transformer attention that aligns words; `max_len` caps every output (EOS included)
     whatever its source length (`translate_ids`).
-    `explained`: the caller explains what `translate` returns (`attnmt.explain`'s
-    `explain_translations`), so the search decodes no weights (the explanation's matrices
-    take their place) and a model without attention is not refused `need_weights`.
     """
 
     def __init__(
         self,
         loaded: LoadedRun | ExportRun,
         *,
-        beam: int = 1,
-        alpha: float = 0.6,
-        n_best: int = 1,
-        max_len_ratio: float = 2.0,
+        beam: int = SearchOptions.beam,
+        alpha: float = SearchOptions.alpha,
+        n_best: int = SearchOptions.n_best,
+        max_len_ratio: float = SearchOptions.max_len_ratio,
         max_len: int | None = None,
         batch_tokens: int = DECODE_BATCH_TOKENS,
         max_source_len: int | None = None,
@@ -126,7 +124,6 @@ class Translator:
         align_offset: int | None = None,
         need_weights: bool = False,
         threshold: float | None = None,
-        explained: bool = False,
         record_search: bool = False,
     ) -> None:
         self.loaded = loaded
@@ -143,8 +140,7 @@ class Translator:
         self.batch_tokens = batch_tokens
         self.threshold = threshold
         self.choice = run_attention(loaded, layer=align_layer, head=align_head, offset=align_offset)
-        self.explained = explained
-        if need_weights and not explained and not loaded.model.uses_attention:
+        if need_weights and not loaded.model.uses_attention:
             raise UserError(
                 f"this run's model ({loaded.cfg.model.name}) has no attention, so it has no "
                 "alignments or attention plots; leave out --alignments and --plot"
@@ -187,14 +183,11 @@ class Translator:
             where = {id(s): i for i, s in enumerate(sentences)}
             places = [where[id(s)] for s in todo]
             hook = lambda i, nodes: on_step(places[i], nodes)  # noqa: E731
-        options = self.options
-        if self.explained:  # the explanation's matrices replace the weights
-            options = replace(options, need_weights=False)
         results = translate_ids(
             self.loaded.model,
             [s.ids for s in todo],
             self.vocab.tgt.decode,
-            options,
+            self.options,
             batch_tokens=self.batch_tokens,
             progress=progress,
             prefixes=None if prefixes is None else [s.prefix for s in todo],

@@ -4,7 +4,6 @@ true (docs/explain.md).
     from attnmt.explain import explain, explanation_report, METHODS
     explained = explain(model, [(src_ids, tgt_ids)], "integrated-gradients", choice)
     explained[0].matrix          # (T + 1, S + 1), the attention's shape
-    explain_translations(translator, sentences, "occlusion")   # a Translator's, in place
     report = explanation_report(loaded, examples, METHODS, choice, limit)
 
 `methods` has the methods (attention, attention × norm, rollout, occlusion),
@@ -27,7 +26,6 @@ _EXPORTS = {
     "Explanation": "methods",
     "check_method": "methods",
     "explain": "methods",
-    "explain_translations": "methods",
     "explanation_report": "measures",
 }
 
@@ -37,7 +35,7 @@ _EXPORTS = {
 # ruff: noqa: F401
 if TYPE_CHECKING:
     from attnmt.explain.measures import explanation_report
-    from attnmt.explain.methods import Explanation, check_method, explain, explain_translations
+    from attnmt.explain.methods import Explanation, check_method, explain
     from attnmt.explain.names import METHODS, scale_of
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, _EXPORTS)

@@ -4,7 +4,7 @@ source EOS; images: × pixels or grid cells), read while the model reads a given
 
     explained = explain(model, pairs, "integrated-gradients", choice)   # one per pair
     explained[0].matrix, explained[0].seconds, explained[0].forward
-    explain_translations(translator, translator.translate(lines), "occlusion")  # in place
+    # beside a translation's attention: attnmt.service (Request(explain=("occlusion",)))
 
 Methods (`METHODS`; docs/explain.md has the equations):
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -53,9 +52,6 @@ from attnmt.explain.names import (
     scale_of,
 )
 from attnmt.models.vision import FIRST_LEVEL_ID, cell_boxes
-
-if TYPE_CHECKING:
-    from attnmt.decoding.translator import Sentence, Translator
 
 
 @dataclass
@@ -177,38 +173,6 @@ def explain(
         seconds = shared + time.perf_counter() - started
         out.append(Explanation(method, matrix.float(), seconds, passes))
     return out
-
-
-def explain_translations(
-    translator: Translator, sentences: Sequence[Sentence], method: str, *, ig_steps: int = 32
-) -> None:
-    """Explain the translations of `translator.translate` with `method`, in place: every
-    hypothesis's weights become the method's (T, S) matrix, read while the model reads that
-    hypothesis (forced decoding), so links, JSON and plots show the explanation in place of
-    the attention; `sentence.explanation` is the best translation's. A translator made with
-    `explained=True` decodes no weights of its own for them."""
-    loaded = translator.loaded
-    images = loaded.model.reads_images  # occlusion blacks out cells
-    image_height = int(loaded.cfg.model.image_height) if images else None
-    for sentence in sentences:
-        result = sentence.translation
-        if result is None:  # a blank line
-            continue
-        hyps = result.nbest or [result]  # an n-best list starts with the best
-        pairs = [(sentence.ids, hyp.tokens) for hyp in hyps]
-        done = explain(
-            loaded.model,
-            pairs,
-            method,
-            translator.choice,
-            ig_steps=ig_steps,
-            image_height=image_height,
-            batch_tokens=translator.batch_tokens,
-        )
-        for hyp, explanation in zip(hyps, done, strict=True):
-            hyp.weights = explanation.matrix
-        result.weights = done[0].matrix
-        sentence.explanation = done[0]
 
 
 def _timed(method: str, run) -> Explanation:

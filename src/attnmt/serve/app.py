@@ -57,6 +57,7 @@ from attnmt.serve.schemas import (
 from attnmt.serve.stream import EventStream, StreamSink, stream_responses
 from attnmt.serve.validation import clean_line
 from attnmt.serve.worker import ClientGoneError, ModelWorker, Options, QueueFullError
+from attnmt.service import Request as Asked  # a decoding request; `Request` is HTTP's
 from attnmt.views.html import inline_assets
 
 API_KEY_ENV = "ATTNMT_API_KEY"
@@ -215,8 +216,8 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         except UserError as err:
             raise HTTPException(422, str(err)) from None
         # Other methods take no steps: their requests share batches whatever they send.
-        steps = body.ig_steps if body.explain == "integrated-gradients" else Options.ig_steps
-        return {"explain": body.explain, "ig_steps": steps}
+        steps = body.ig_steps if body.explain == "integrated-gradients" else Asked.ig_steps
+        return {"explain": (body.explain,), "ig_steps": steps}
 
     def no_attention(name: str, what: str) -> HTTPException:
         return HTTPException(
@@ -311,16 +312,26 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
             prefix = prefix or None
         elif prefix is not None:
             prefix = tuple(prefix) or None
-        return Options(
+        asked = Asked(
             beam=body.beam if body.beam is not None else settings.beam,
-            alignments=drawable if body.alignments is None else body.alignments,
-            weights=body.weights,
+            alpha=body.alpha,
+            n_best=body.n_best,
+            links=drawable if body.alignments is None else body.alignments,
+            maps="every" if body.weights else None,
             search=body.search,
             prefix=prefix,
-            alternatives=body.alternatives or 0,
+            alternatives=body.alternatives,
             min_alternative_prob=body.min_alternative_prob,
             **explained,
         )
+        return Options(checked(asked))
+
+    def checked(asked: Asked) -> Asked:
+        """The request, or its one sentence as a 422 (the checks are the service's)."""
+        try:
+            return asked.check()
+        except UserError as err:
+            raise HTTPException(422, str(err)) from None
 
     @app.post(
         "/api/translate/stream",
@@ -336,7 +347,8 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         decoder, worker = decoders[name], workers[name]
         start = {"model": name, "beam": options.beam, **decoder.source_of(lines[0])}
         sink = StreamSink(asyncio.get_running_loop(), start)
-        options = dataclasses.replace(options, search=True, sink=sink)
+        asked = dataclasses.replace(options.request, search=True)
+        options = dataclasses.replace(options, request=asked, sink=sink)
         if problem := decoder.over_budget(lines, options):
             raise HTTPException(413, problem)
         try:
@@ -368,9 +380,8 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         explained = explaining(decoder, body)
         if not (decoder.has_attention or explained) and (body.alignments or body.weights):
             raise no_attention(name, "'alignments' or 'weights'")
-        options = Options(
-            beam=1, alignments=body.alignments, weights=body.weights, task="score", **explained
-        )
+        asked = Asked(links=body.alignments, maps="every" if body.weights else None, **explained)
+        options = Options(checked(asked), task="score")
         lines = [(pair.source, pair.target) for pair in pairs]
         results = await decode(name, lines, options, request)
         if results is None:
@@ -400,7 +411,8 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         beam = body.beam if body.beam is not None else settings.beam
         weights = drawable if body.weights is None else body.weights
         texts = [canvas_text(np.asarray(image, dtype=np.int64)) for image in images]
-        options = Options(beam=beam, alignments=False, weights=weights, **explained)
+        asked = Asked(beam=beam, links=False, maps="every" if weights else None, **explained)
+        options = Options(checked(asked))
         results = await decode(name, texts, options, request)
         if results is None:
             return Response(status_code=499)

@@ -1,11 +1,11 @@
 """A served run: what it is (`ModelInfo`) and how its lines become `LineResult`s.
 
-The decoding is the library's `Translator` (attnmt.decoding.translator), the one `attnmt translate`
-uses; this module only checks each line, picks the attention maps a client asked for and
-shapes the answer. A bad line is answered on its own (`error`), never failing the others.
-A run that reads images gets its lines as image texts and answers `ImageResult`s
-(`attnmt.serve.images`). With an explanation method (`attnmt.explain`), the method's
-matrix of each output takes the attention's place, and the answer says what it cost.
+The decoding is the library's `Service` (attnmt.service), the one `attnmt translate` and
+`attnmt.load(...).translate` use: the app parses a request into its `Request`, this module
+checks each line, calls the service and answers its records. A bad line is answered on its
+own (`error`), never failing the others. A run that reads images gets its lines as image
+texts and answers `ImageResult`s (`attnmt.serve.images`), where an explanation method's
+matrix of each reading takes the attention's place.
 Before any of it, `RunDecoder.over_budget` counts the request's work against the server's
 budget (`attnmt.serve.budget`).
 """
@@ -18,12 +18,10 @@ from typing import Any
 
 from attnmt.config import family
 from attnmt.decoding.attention_choice import labels
-from attnmt.decoding.records import scored_record, sentence_record
 from attnmt.decoding.runs import LoadedRun
-from attnmt.decoding.scoring import score_pairs
-from attnmt.decoding.translator import Sentence, Translator
+from attnmt.decoding.translator import Translator
 from attnmt.errors import CheckpointError, UserError
-from attnmt.explain import METHODS, check_method, explain, explain_translations
+from attnmt.explain import METHODS, check_method
 from attnmt.models.vision import cell_boxes
 from attnmt.rundir import RunDir
 from attnmt.serve.budget import LineSize, refusal
@@ -41,6 +39,7 @@ from attnmt.serve.schemas import (
 from attnmt.serve.stream import step_event
 from attnmt.serve.validation import clean_line
 from attnmt.serve.worker import Options
+from attnmt.service import Request, Service
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,8 @@ class Settings:
 
 
 class RunDecoder:
-    """Translate lines with one loaded run; one `Translator` per beam size and explanation
-    method (and integrated-gradients' steps), made on use.
+    """Translate lines with one loaded run through its `Service` (one `Translator` per
+    search, made on use).
 
     A run that reads images (`images` is its `ImageRun`, else None) decodes image texts
     (`attnmt.data.images.canvas_text`) into `ImageResult`s instead.
@@ -73,9 +72,9 @@ class RunDecoder:
         self.name = name
         self.loaded = loaded
         self.settings = settings
+        self.service = Service(loaded)
         self.has_attention = loaded.model.uses_attention
         self.images = ImageRun(loaded) if loaded.model.reads_images else None
-        self._translators: dict[tuple[int, str | None, int], Translator] = {}
         self.family = family(loaded.cfg.model.name)
         self.default = self._translator(settings.beam).choice
         self.explain_methods = [m for m in METHODS if self._fits(m)]
@@ -85,17 +84,10 @@ class RunDecoder:
         """What the run reads: "text" or "image"."""
         return "text" if self.images is None else "image"
 
-    def _translator(self, beam: int, explained: bool = False) -> Translator:
-        """The run's translator for a beam size; `explained`: for translations that an
-        explanation method will explain (`explain_translations`: its matrices replace the
-        weights). An image run's are explained by `ImageRun.explain` (over pixels or grid
-        cells) and decode their weights as always."""
-        key = (beam, explained and self.images is None)
-        if key not in self._translators:
-            self._translators[key] = Translator(
-                self.loaded, beam=beam, need_weights=self.has_attention, explained=key[1]
-            )  # an image run's readings stop at its model's `max_output_tokens`
-        return self._translators[key]
+    def _translator(self, beam: int) -> Translator:
+        """The run's translator for a beam size (an image run's readings stop at its
+        model's `max_output_tokens`)."""
+        return self.service.translator(Request(beam=beam))
 
     def _fits(self, method: str) -> bool:
         try:
@@ -160,7 +152,7 @@ class RunDecoder:
         if options.explain is None:  # a search only: its bound needs no subwords counted
             if options.task == "score":
                 return None
-            searches = options.beam * (1 + options.alternatives)  # each completed alike
+            searches = options.beam * (1 + (options.request.alternatives or 0))  # each completed
             if searches * len(lines) * self._output(None) <= settings.max_search_steps:
                 return None
         cells, what = None, "pairs" if options.task == "score" else "lines"
@@ -227,47 +219,33 @@ class RunDecoder:
     ) -> list[LineResult] | list[ImageResult] | list[ScoreResult]:
         if options.task == "score":
             return self.score(lines, options)
-        translator = self._translator(options.beam, explained=options.explain is not None)
+        request = options.request
         if self.images is not None:  # image texts, made by the app from checked images
+            translator = self._translator(request.beam)
             sentences = translator.translate(lines)
             if options.explain is not None:
                 self.images.explain(sentences, options.explain, self.default, options.ig_steps)
-            return self.images.results(translator, sentences, weights=options.weights)
+            return self.images.results(translator, sentences, weights=request.maps is not None)
         cleaned = [clean_line(line, self.settings.max_line_chars) for line in lines]
         good = [i for i, (_, error) in enumerate(cleaned) if error is None]
-        prefix = options.prefix
         on_step = None
         if options.sink is not None:  # a streamed answer: each step's nodes as they come
-            sink = options.sink
+            sink, translator = options.sink, self.service.translator(request)
             on_step = lambda _, nodes: sink.put(  # noqa: E731
                 "step", step_event(translator, nodes)
             )
-        sentences = translator.translate(
-            [cleaned[i][0] for i in good],
-            prefixes=None if prefix is None else [prefix] * len(good),
-            on_step=on_step,
-            record=options.search,
-        )
-        if options.explain is not None:  # the method's matrices replace the weights
-            explain_translations(translator, sentences, options.explain, ig_steps=options.ig_steps)
-        if options.alternatives:
-            for sentence in sentences:
-                translator.alternatives(
-                    sentence, options.alternatives, options.min_alternative_prob
-                )
+        sentences = self.service.translate([cleaned[i][0] for i in good], request, on_step=on_step)
         results = [
             LineResult(line=n + 1, source=text, translation="", error=error)
             for n, (text, error) in enumerate(cleaned)
         ]
-        for i, sentence in zip(good, sentences, strict=True):
-            results[i] = self._result(translator, sentence, options, line=i + 1)
+        for i, record in zip(good, self.service.records(sentences, request), strict=True):
+            results[i] = LineResult(**{**record, "line": i + 1})
         return results
 
     def score(self, pairs: Sequence[tuple[str, str]], options: Options) -> list[ScoreResult]:
-        """Forced decoding of (source, target) pairs (`attnmt.decoding.scoring`): the same
-        numbers and maps as a translation, of the target given."""
-        translator = self._translator(1)
-        vocab, limit = translator.vocab, translator.limit
+        """Forced decoding of (source, target) pairs (`Service.score`): the same numbers
+        and maps as a translation, of the target given."""
         results, todo = [], []
         for n, (source, target) in enumerate(pairs, start=1):
             (src, bad_src), (tgt, bad_tgt) = (
@@ -276,50 +254,13 @@ class RunDecoder:
             error = (bad_src and f"source: {bad_src}") or (bad_tgt and f"target: {bad_tgt}")
             results.append(ScoreResult(line=n, source=src, translation=tgt, error=error or None))
             if not error:
-                ids = vocab.src.encode(src)
-                sentence = Sentence(n, src, ids[:limit], truncated=len(ids) > limit)
-                todo.append((sentence, vocab.tgt.encode(tgt)))
-        pairs = [(sentence.ids, tgt_ids) for sentence, tgt_ids in todo]
-        need_weights = self.has_attention and (options.alignments or options.weights)
-        scored = score_pairs(
-            self.loaded.model,
-            pairs,
-            alpha=translator.options.alpha,
-            need_weights=need_weights and options.explain is None,
-        )
-        explained = [None] * len(pairs)
-        if options.explain is not None and pairs:  # the method's matrices replace the weights
-            explained = explain(
-                self.loaded.model,
-                pairs,
-                options.explain,
-                self.default,
-                ig_steps=options.ig_steps,
-                batch_tokens=translator.batch_tokens,
-            )
-        for (sentence, tgt_ids), one, why in zip(todo, scored, explained, strict=True):
-            text = results[sentence.line - 1].translation
-            sentence.explanation = why
-            record = scored_record(
-                sentence, text, tgt_ids, one, translator.vocab, self.default, **_shown(options)
-            )
-            record.pop("target")  # a served score's `translation` is the target given
-            results[sentence.line - 1] = ScoreResult(**record)
+                todo.append((n, (src, tgt)))
+        records = self.service.score([pair for _, pair in todo], options.request)
+        for (n, _), record in zip(todo, records, strict=True):
+            if record is not None:  # two empty sides: an empty answer, as a blank line's
+                record.pop("target")  # a served score's `translation` is the target given
+                results[n - 1] = ScoreResult(**{**record, "line": n})
         return results
-
-    def _result(
-        self, translator: Translator, sentence: Sentence, options: Options, *, line: int
-    ) -> LineResult:
-        """A decoded line's answer: its record (`attnmt.decoding.records`) as served."""
-        record = sentence_record(
-            sentence, translator.vocab, self.default, search=options.search, **_shown(options)
-        )
-        return LineResult(**{**record, "line": line})
-
-
-def _shown(options: Options) -> dict[str, Any]:
-    """What a request shows of a record: the links (`alignments`), every map (`weights`)."""
-    return {"links": bool(options.alignments), "maps": "every" if options.weights else None}
 
 
 def _side(data, side: str, *, images: bool = False) -> str:

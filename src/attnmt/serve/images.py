@@ -98,7 +98,7 @@ class ImageRun:
         )
         for sentence, why in zip(sentences, done, strict=True):
             sentence.translation.weights = why.matrix
-            sentence.explanation = why
+            sentence.explanations = [why]
 
     def results(
         self, translator: Translator, sentences: Sequence[Sentence], *, weights: bool
@@ -123,8 +123,8 @@ class ImageRun:
             log_prob=round(done.log_prob or 0.0, SCORE_DIGITS),
             target_pieces=labels(translator.vocab.tgt, done.tokens),
         )
-        if sentence.explanation is not None:
-            result.explanation = ExplanationInfo(**explanation_record(sentence.explanation))
+        if sentence.explanations:
+            result.explanation = ExplanationInfo(**explanation_record(sentence.explanations[0]))
         if weights and done.weights is not None:
             step_weights = done.weights.float().numpy()  # (T, G) or (T, H·W)
             maps = pixel_map(step_weights, self.height, self.width)  # (T, H, W)

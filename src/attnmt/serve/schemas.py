@@ -31,6 +31,7 @@ from pydantic import (
 from attnmt.config.families import MODELS
 from attnmt.explain import METHODS
 from attnmt.serve.validation import MAX_LEVEL, exactly_one, image_problem, whole
+from attnmt.service import Request
 
 MAX_BEAM = 16
 MAX_ALTERNATIVES = 16
@@ -96,6 +97,15 @@ class PrefixInfo(BaseModel):
     ids: list[int] = Field(description="its subword ids (a 'prefix' to send again)")
 
 
+class NbestResult(BaseModel):
+    """One hypothesis of an n-best list (with `n_best` > 1), best first."""
+
+    translation: str
+    score: float
+    log_prob: float
+    alignment: str = Field(description="its word links, Pharaoh i-j; empty without weights")
+
+
 class AlternativeResult(BaseModel):
     token: int
     piece: str = Field(description="the subword after the prefix")
@@ -117,9 +127,9 @@ class _Strict(BaseModel):
 # unfitting method is refused with the library's sentence rather than pydantic's.
 EXPLAIN = Field(
     None,
-    description="an explanation method (GET /api/model lists the run's): the weights and "
-    "alignments are then its matrix, read by forced decoding of the output; null: the "
-    "attention as decoded",
+    description="an explanation method (GET /api/model lists the run's): its matrix of the "
+    "output (forced decoding) is one more map after the attention's, and the alignments "
+    "are read off it; null: the attention as decoded",
     json_schema_extra={"anyOf": [{"type": "string", "enum": list(METHODS)}, {"type": "null"}]},
 )
 IG_STEPS = Field(32, ge=1, le=MAX_IG_STEPS, description="integration steps of integrated-gradients")
@@ -132,6 +142,15 @@ class _Decoding(_Strict):
         None, description="the name of a served run (GET /api/models); the first one if left out"
     )
     beam: Beam | None = Field(None, description="beam size (1 = greedy); by default the server's")
+    alpha: float = Field(
+        Request.alpha,
+        ge=0.0,
+        le=10.0,
+        description="the length penalty's exponent (GNMT's; 0 ranks by log P alone)",
+    )
+    n_best: Beam = Field(
+        1, description="the N best hypotheses of the beam as `nbest` (at most the beam; 1: none)"
+    )
     alignments: bool | None = Field(
         None,
         description="word alignments (words, links, Pharaoh); by default whenever the model "
@@ -140,7 +159,8 @@ class _Decoding(_Strict):
     weights: bool = Field(
         False,
         description="the attention matrices, subword and word level (for the Transformer one "
-        "per layer and head, and each layer's mean over heads; with explain, its one matrix)",
+        "per layer and head, and each layer's mean over heads; with explain, its matrix after "
+        "them)",
     )
     search: bool = Field(
         False,
@@ -317,9 +337,12 @@ class LineResult(BaseModel):
     default_attention: int | None = Field(
         None, description="the index in `attention` of the map the alignment is read from"
     )
-    explanation: ExplanationInfo | None = Field(
-        None, description="with explain: the method whose matrix the weights and links are"
+    explanations: list[ExplanationInfo] | None = Field(
+        None,
+        description="with explain: the method, one more map after the attention's, the one "
+        "the links are read off (`default_attention`), and what it cost",
     )
+    nbest: list[NbestResult] | None = Field(None, description="with n_best > 1")
     prefix: PrefixInfo | None = Field(None, description="the forced prefix, when one was given")
     search: SearchRecord | None = Field(None, description="with search: true")
     alternatives: list[AlternativeResult] | None = Field(None, description="with alternatives: N")

@@ -29,10 +29,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from attnmt.cancel import Cancelled, stop_when
+from attnmt.service import Request
 
 
 class QueueFullError(Exception):
@@ -45,22 +46,28 @@ class ClientGoneError(Exception):
 
 @dataclass(frozen=True)
 class Options:
-    """How a job's lines are decoded; jobs with equal options share a batch. `task`:
-    "translate" (lines are sentences) or "score" (lines are (source, target) pairs);
-    `explain`: an `attnmt.explain` method whose matrices replace the attention."""
+    """How a job's lines are decoded; jobs with equal options share a batch. `request`:
+    the service's (`attnmt.service.Request`: the search, what to show, the explanation);
+    `task`: "translate" (lines are sentences, or image texts) or "score" (lines are
+    (source, target) pairs)."""
 
-    beam: int
-    alignments: bool
-    weights: bool
+    request: Request = field(default_factory=Request)
     task: str = "translate"
-    explain: str | None = None
-    ig_steps: int = 32
-    search: bool = False  # record the search (`Translator.record_search`)
-    prefix: str | tuple[int, ...] | None = None  # forced at the start of every line
-    alternatives: int = 0  # N next subwords after the prefix, each completed
-    min_alternative_prob: float = 0.0
     # A streamed job's `StreamSink`: compared by identity, so it never shares a batch.
     sink: Any = None
+
+    @property
+    def beam(self) -> int:
+        return self.request.beam
+
+    @property
+    def explain(self) -> str | None:
+        """The request's explanation method (the server takes one), or None."""
+        return self.request.explain[0] if self.request.explain else None
+
+    @property
+    def ig_steps(self) -> int:
+        return self.request.ig_steps
 
 
 @dataclass(eq=False)

@@ -80,9 +80,10 @@ const AttnmtHeatmap = (() => {
   }
 
   const mapMethod = (m) => (m && m.method) || '';
-  const explained = (r) => (r && r.explanation ? r.explanation : null);
+  // The record's first explanation (`explanations`; an image reading's `explanation`).
+  const explained = (r) => (r ? (r.explanations && r.explanations[0]) || r.explanation || null : null);
   // A map's scale: its own, else the record's explanation's, else attention weights.
-  const scaleOf = (r, map) => (map && map.scale) || (explained(r) ? r.explanation.scale : '') || 'weights';
+  const scaleOf = (r, map) => (map && map.scale) || (explained(r) ? explained(r).scale : '') || 'weights';
 
   // One heatmap view: level (word/subword), method and map selectors, a legend, the two
   // token lines, the table and the word alignment. Hover or focus lights a row and/or a
@@ -157,7 +158,7 @@ const AttnmtHeatmap = (() => {
       const box = q('.heatmap');
       box.dataset.level = v.level;
       box.dataset.map = String(v.map);
-      box.dataset.method = explained(r) ? r.explanation.method : mapMethod(map);
+      box.dataset.method = mapMethod(map) || (explained(r) ? explained(r).method : '');
       if (!map) { box.replaceChildren(el('p', { class: 'hint', text: 'There are no attention weights for this sentence.' })); return; }
       if (!mat.length) { box.replaceChildren(el('p', { class: 'hint', text: 'The translation has no words: the subword level shows the </s> step the model took.' })); return; }
       // The grid keeps data order left to right, whatever the script.
@@ -183,7 +184,7 @@ const AttnmtHeatmap = (() => {
         body.append(tr);
       });
       const table = el('table', { dir: 'ltr', class: `${v.level} ${scale}` }, el('thead', {}, head), body);
-      const what = explained(r) ? `${r.explanation.method} values` : map.method ? `${map.method} values` : 'attention weights';
+      const what = map.method && map.method !== 'attention' ? `${map.method} values` : 'attention weights';
       table.setAttribute('aria-label', `${what}, ${v.level} level: rows are target tokens, columns source tokens`);
       box.replaceChildren(table);
       v.table = table;
