@@ -61,6 +61,9 @@ LAZY_IMPORTS = {
     ("attnmt.service", "attnmt.explain"),
     ("attnmt.service", "attnmt.explain.methods"),
     ("attnmt.service", "attnmt.decoding.scoring"),
+    # ...and the server of an export asks the methods (torch) only of a run.
+    ("attnmt.serve.decoding", "attnmt.explain"),
+    ("attnmt.serve.decoding", "attnmt.serve.images"),  # an image run's canvases (torch)
     # ...as `Model.self_attention` reads a Transformer's encoder (torch) when asked.
     ("attnmt.api.model", "attnmt.decoding.scoring"),
     # ...and a run's own dev/test sentences (`Model.examples`) read the corpus when asked.

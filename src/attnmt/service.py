@@ -21,11 +21,13 @@ see the words as the method links them, with the attention still there to compar
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
+from attnmt.decoding.hypotheses import score_by_steps
 from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.records import SentenceRecord, scored_record, sentence_record
 from attnmt.decoding.search_tree import StepHook
@@ -143,6 +145,10 @@ class Service:
         self.max_source_len = max_source_len
         self.limit = source_limit(loaded.cfg.model, max_source_len)
         self.has_attention = loaded.model.uses_attention
+        # Explanations need the model's gradients: a torch module (an export has none). A
+        # process that never imported torch holds no torch module, and need not import it.
+        torch = sys.modules.get("torch")
+        self.explains = torch is not None and isinstance(loaded.model, torch.nn.Module)
         self._translators: dict[tuple, Translator] = {}
 
     # --- what a request needs -------------------------------------------------------------
@@ -244,8 +250,6 @@ class Service:
         while reading the target and the request's explanations, as a translation's. A pair
         whose two sides are empty gives None. Texts are taken as given (a face cleans
         them first); sources longer than the run reads are cut (`truncated`)."""
-        from attnmt.decoding.scoring import score_pairs  # forced decoding: torch, or steps
-
         translator = self.check(request)
         todo, ids = [], []
         for n, (source, target) in enumerate(pairs, start=first_line):
@@ -256,13 +260,15 @@ class Service:
             todo.append((Sentence(n, source, encoded[: self.limit], truncated=cut), target))
             ids.append((todo[-1][0].ids, self.vocab.tgt.encode(target)))
         weights = self.has_attention and request.draws
-        scored = score_pairs(
-            self.model,
-            ids,
-            alpha=request.alpha,
-            need_weights=weights,
-            batch_tokens=self.batch_tokens,
-        )
+        if self.explains:  # a torch module: one teacher-forced pass a batch
+            from attnmt.decoding.scoring import score_pairs
+
+            scored = score_pairs(
+                self.model, ids, alpha=request.alpha, need_weights=weights,
+                batch_tokens=self.batch_tokens,
+            )  # fmt: skip
+        else:  # an export (no torch): its steps read each target, one pair at a time
+            scored = score_by_steps(self.model, ids, alpha=request.alpha, need_weights=weights)
         for method in request.explain:
             for (sentence, _), why in zip(todo, self._explained(ids, method, request), strict=True):
                 sentence.explanations.append(why)

@@ -15,11 +15,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
+from attnmt.config.checks import DEVICES
 from attnmt.decoding.loading import open_model
-from attnmt.devices import DEVICES
 from attnmt.errors import UserError
 from attnmt.runtime import is_export
 from attnmt.serve import RunDecoder, Settings, create_app
@@ -120,13 +121,19 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def build(args: argparse.Namespace) -> tuple[Any, dict[str, RunDecoder], Settings]:
+    """The app of `attnmt serve ARGS`, its decoders by name and its settings (exports are
+    served without torch: tests/test_serve_export.py)."""
     settings = settings_from(args)
     decoders = {
         name: RunDecoder(name, _load(path, args.device), settings)
         for name, path in named_runs(args.runs).items()
     }
-    app = create_app(decoders, settings)
+    return create_app(decoders, settings), decoders, settings
+
+
+def run(args: argparse.Namespace) -> int:
+    app, decoders, settings = build(args)
     if args.host not in LOOPBACK:
         print(
             f"attnmt serve: warning: listening on {args.host}, reachable from other machines"

@@ -26,12 +26,12 @@ from matplotlib.patches import Rectangle
 
 from attnmt.data import images
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
+from attnmt.data.grid import DOWNSAMPLE, grid_size
 from attnmt.data.preparation import decoding_split
 from attnmt.data.vocab import EOS
 from attnmt.decoding.scoring import forced_weights
 from attnmt.decoding.translator import Translator
 from attnmt.errors import DataError
-from attnmt.models.vision import DOWNSAMPLE, grid_size
 from attnmt.plotting import load_arrays, save_arrays
 
 

@@ -39,6 +39,7 @@ from torch import Tensor, nn
 from attnmt.cancel import checkpoint
 from attnmt.data.batching import pad_batch
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
+from attnmt.data.grid import FIRST_LEVEL_ID, cell_boxes
 from attnmt.data.vocab import EOS, UNK
 from attnmt.decoding.attention_choice import AttentionChoice, select
 from attnmt.decoding.scoring import forced_decode
@@ -47,11 +48,11 @@ from attnmt.errors import UserError
 from attnmt.explain.gradients import gradient_times_input, input_site, integrated_gradients
 from attnmt.explain.names import (
     ATTENTION_METHODS,
+    EXPORT_EXPLAINS,
     GRADIENT_METHODS,
     METHODS,
     scale_of,
 )
-from attnmt.models.vision import FIRST_LEVEL_ID, cell_boxes
 
 
 @dataclass
@@ -86,10 +87,7 @@ def check_method(method: str, model: StepModel, choice: AttentionChoice) -> None
     """`UserError` naming the choices when `method` is unknown or does not fit the model."""
     model_name = type(model).__name__
     if not isinstance(model, nn.Module):  # an export (attnmt.runtime): graphs, no autograd
-        raise UserError(
-            "explanations need the run itself: an ONNX export decodes and shows its attention "
-            "but has no gradients or masked re-reading; use the run (attnmt translate RUN)"
-        )
+        raise UserError(EXPORT_EXPLAINS)
     if choice.members:
         raise UserError("explanations are of one model; give one run, not an ensemble")
     if method not in METHODS:

@@ -22,3 +22,9 @@ def scale_of(method: str | None) -> str:
     if method in (None, "attention"):
         return "weights"
     return "signed" if method in SIGNED else "row"
+
+# What an export answers when asked to explain (torch-free: the server of an export says it).
+EXPORT_EXPLAINS = (
+    "explanations need the run itself: an ONNX export decodes and shows its attention "
+    "but has no gradients or masked re-reading; use the run (attnmt translate RUN)"
+)

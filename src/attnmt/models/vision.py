@@ -25,19 +25,21 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+# The image's geometry (torch-free, re-exported here where the models use it).
+from attnmt.data.grid import (  # noqa: F401
+    DOWNSAMPLE,
+    FIRST_LEVEL_ID,
+    LEVELS,
+    MAX_SYMBOLS,
+    cell_boxes,
+    grid_size,
+)
 from attnmt.models.base import check_inputs
 from attnmt.models.layers import init_xavier_outside_encoder
 from attnmt.models.rnn import RNNEncDec, RNNMemory, RNNState
 from attnmt.models.rnnsearch import RNNSearch
 
-FIRST_LEVEL_ID = 4  # the id of grey level 0 (after PAD UNK BOS EOS: attnmt.data.images)
-LEVELS = 16  # the brightest grey level (the UCI digits' scale)
-DOWNSAMPLE = 4  # the encoder's two stride-2 convolutions: a grid cell steps 4x4 pixels
 POOL = (2, 8)  # ShowTell's regions (rows, columns): on a 24x64 canvas each is 12x8 pixels
-# Symbols read in one image before the reading is cut (the image tasks write at most 5).
-# An image's source is thousands of pixel tokens, so the translation models' length limit
-# (twice the source) would let an untrained model write ~3,000 tokens per canvas.
-MAX_SYMBOLS = 15
 
 
 def pixels_of(src: Tensor, height: int) -> Tensor:
@@ -60,22 +62,6 @@ def pixels_of(src: Tensor, height: int) -> Tensor:
     width = pixels // height
     levels = (src[:, :pixels] - FIRST_LEVEL_ID).clamp(0, LEVELS).float() / LEVELS
     return levels.view(src.shape[0], 1, height, width)  # (B, 1, H, W)
-
-
-def grid_size(height: int, width: int) -> tuple[int, int]:
-    """The encoder's grid for an H x W image (each side divided by 4, rounded up)."""
-    return -(-height // DOWNSAMPLE), -(-width // DOWNSAMPLE)
-
-
-def cell_boxes(height: int, width: int) -> list[tuple[int, int, int, int]]:
-    """The pixel box (top, left, bottom, right; exclusive) each grid cell covers, row by row
-    (the order of the attention's source positions)."""
-    rows, cols = grid_size(height, width)
-    return [
-        (r * DOWNSAMPLE, c * DOWNSAMPLE, min(height, (r + 1) * DOWNSAMPLE),
-         min(width, (c + 1) * DOWNSAMPLE))
-        for r in range(rows) for c in range(cols)
-    ]  # fmt: skip
 
 
 class ConvEncoder(nn.Module):

@@ -38,7 +38,6 @@ from attnmt.data.images import canvas_text
 from attnmt.errors import UserError
 from attnmt.serve.body import BodyLimit, unreadable
 from attnmt.serve.decoding import RunDecoder, Settings
-from attnmt.serve.images import MAX_EXAMPLES, size_problem
 from attnmt.serve.schemas import (
     ErrorBody,
     ExampleList,
@@ -55,7 +54,7 @@ from attnmt.serve.schemas import (
     TranslateResponse,
 )
 from attnmt.serve.stream import EventStream, StreamSink, stream_responses
-from attnmt.serve.validation import clean_line
+from attnmt.serve.validation import MAX_EXAMPLES, clean_line, size_problem
 from attnmt.serve.worker import ClientGoneError, ModelWorker, Options, QueueFullError
 from attnmt.service import Request as Asked  # a decoding request; `Request` is HTTP's
 from attnmt.views.html import inline_assets

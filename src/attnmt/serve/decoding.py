@@ -14,18 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attnmt.config import family
+from attnmt.data.grid import cell_boxes
 from attnmt.decoding.attention_choice import labels
-from attnmt.decoding.runs import LoadedRun
 from attnmt.decoding.translator import Translator
 from attnmt.errors import CheckpointError, UserError
-from attnmt.explain import METHODS, check_method
-from attnmt.models.vision import cell_boxes
+from attnmt.explain.names import EXPORT_EXPLAINS, METHODS
 from attnmt.rundir import RunDir
 from attnmt.serve.budget import LineSize, refusal
-from attnmt.serve.images import ImageRun
 from attnmt.serve.schemas import (
     MAX_BEAM,
     AttentionInfo,
@@ -40,6 +38,10 @@ from attnmt.serve.stream import step_event
 from attnmt.serve.validation import clean_line
 from attnmt.serve.worker import Options
 from attnmt.service import Request, Service
+
+if TYPE_CHECKING:
+    from attnmt.decoding.runs import LoadedRun
+    from attnmt.runtime.runs import ExportRun
 
 
 @dataclass(frozen=True)
@@ -68,16 +70,20 @@ class RunDecoder:
     (`attnmt.data.images.canvas_text`) into `ImageResult`s instead.
     """
 
-    def __init__(self, name: str, loaded: LoadedRun, settings: Settings) -> None:
+    def __init__(self, name: str, loaded: LoadedRun | ExportRun, settings: Settings) -> None:
         self.name = name
         self.loaded = loaded
         self.settings = settings
         self.service = Service(loaded)
         self.has_attention = loaded.model.uses_attention
-        self.images = ImageRun(loaded) if loaded.model.reads_images else None
+        self.images = None
+        if loaded.model.reads_images:  # canvases and pixel maps: torch, a run's own
+            from attnmt.serve.images import ImageRun
+
+            self.images = ImageRun(loaded)
         self.family = family(loaded.cfg.model.name)
         self.default = self._translator(settings.beam).choice
-        self.explain_methods = [m for m in METHODS if self._fits(m)]
+        self.explain_methods = [m for m in METHODS if self.service.explains and self._fits(m)]
 
     @property
     def input(self) -> str:
@@ -90,6 +96,8 @@ class RunDecoder:
         return self.service.translator(Request(beam=beam))
 
     def _fits(self, method: str) -> bool:
+        from attnmt.explain import check_method  # torch: a run's, never an export's
+
         try:
             check_method(method, self.loaded.model, self.default)
         except UserError:
@@ -99,6 +107,10 @@ class RunDecoder:
     def check_explain(self, method: str | None) -> None:
         """`UserError` (the library's sentence) when `method` cannot explain this run."""
         if method is not None and method not in self.explain_methods:
+            if not self.service.explains:  # the library's sentence, without torch
+                raise UserError(EXPORT_EXPLAINS)
+            from attnmt.explain import check_method
+
             check_method(method, self.loaded.model, self.default)
 
     # --- what the run is -----------------------------------------------------------------

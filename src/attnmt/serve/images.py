@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from attnmt.data.grid import DOWNSAMPLE, MAX_SYMBOLS, grid_size
 from attnmt.data.images import Canvas, CanvasVocab
 from attnmt.decoding.attention_choice import AttentionChoice, labels
 from attnmt.decoding.records import SCORE_DIGITS, explanation_record, rounded_matrix
@@ -32,26 +33,10 @@ from attnmt.decoding.runs import LoadedRun
 from attnmt.decoding.translator import Sentence, Translator
 from attnmt.evaluation.vision import glimpse_path, pixel_map, split_canvases
 from attnmt.explain import explain
-from attnmt.models.vision import DOWNSAMPLE, MAX_SYMBOLS, grid_size
 from attnmt.serve.schemas import MAX_LEVEL, ExplanationInfo, ImageExample, ImageInfo, ImageResult
 
 MAX_DIGITS = MAX_SYMBOLS  # symbols read in one image before the reading is cut (tasks: <= 5)
-MAX_EXAMPLES = 32  # canvases per GET /api/examples
 SPLIT = "test"  # the split examples come from: never trained on, never chosen a checkpoint
-
-
-def size_problem(images: Sequence[Sequence[Sequence[int]]], height: int, width: int) -> str | None:
-    """Why `images` (rows of levels, already checked to be rectangular) do not fit a run
-    that reads height x width images; None if they all do."""
-    for i, image in enumerate(images):
-        shape = (len(image), len(image[0]))
-        if shape != (height, width):
-            which = "the image" if len(images) == 1 else f"image {i} (from 0)"
-            return (
-                f"{which} is {shape[0]}x{shape[1]} pixels (height x width); this model reads "
-                f"{height}x{width} images"
-            )
-    return None
 
 
 class ImageRun:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ConfigDict
@@ -86,3 +87,20 @@ def clean_line(line: str, max_chars: int) -> tuple[str, str | None]:
             f"{max_chars:,} per line (--max-line-chars)"
         )
     return text, None
+
+
+MAX_EXAMPLES = 32  # canvases per GET /api/examples
+
+
+def size_problem(images: Sequence[Sequence[Sequence[int]]], height: int, width: int) -> str | None:
+    """Why `images` (rows of levels, already checked to be rectangular) do not fit a run
+    that reads height x width images; None if they all do."""
+    for i, image in enumerate(images):
+        shape = (len(image), len(image[0]))
+        if shape != (height, width):
+            which = "the image" if len(images) == 1 else f"image {i} (from 0)"
+            return (
+                f"{which} is {shape[0]}x{shape[1]} pixels (height x width); this model reads "
+                f"{height}x{width} images"
+            )
+    return None
