@@ -334,3 +334,19 @@ def test_the_page_and_view_assets_are_package_data():
     assert "explorer.html" in shipped["attnmt.serve"]
     for name in PLACEHOLDERS.values():
         assert (PACKAGE / "views" / name).is_file()
+
+
+def test_annotations_name_only_rooms_below_too():
+    """The types a module names under `TYPE_CHECKING` (for annotations only) obey the floors
+    as its imports do: a record never names a type defined above it."""
+    upward = [
+        f"{name} (floor {FLOOR[low]}) -> {module}.{what} (floor {FLOOR[high]})"
+        for name, path in MODULES.items()
+        for module, what in type_checking_imports(path)
+        if name not in LAZY_PACKAGES  # their TYPE_CHECKING block is their own _EXPORTS
+        and (low := package_of(name)) is not None
+        and (high := package_of(module)) is not None
+        and low != high
+        and FLOOR[high] >= FLOOR[low]
+    ]
+    assert not upward, "annotations against the floors of LAYERS:\n" + "\n".join(upward)

@@ -12,7 +12,7 @@ import numpy as np
 
 from attnmt.decoding.attention_choice import labels
 from attnmt.decoding.loading import open_model
-from attnmt.decoding.records import sentence_record
+from attnmt.decoding.records import given_record, sentence_record
 from attnmt.decoding.translator import Sentence, Translator, source_limit
 from attnmt.errors import CheckpointError, UserError
 from attnmt.rundir import RunDir
@@ -282,7 +282,7 @@ def show(
     `scale` "weights" (0..1) or "signed" (attributions). With `links`, each target word is
     linked to the source word it weighs most (the view's outlined cells)."""
     named = weights if isinstance(weights, dict) else {"attention": weights}
-    maps = []
+    maps, placed = {}, {}
     for key, matrix in named.items():
         array = np.asarray(matrix, dtype=np.float64)
         if array.shape != (len(target), len(source)):
@@ -290,20 +290,12 @@ def show(
                 f"weights {key!r} are {array.shape}; they must be (target words, source words) "
                 f"= ({len(target)}, {len(source)})"
             )
-        entry = {"name": str(key), "method": "attention", "scale": scale}
+        name = str(key)
         if isinstance(key, tuple):
-            entry["layer"], entry["head"] = key
-            entry["name"] = f"encoder layer {key[0]}, head {key[1]}"
-        rounded = array.round(4).tolist()
-        best = array.argmax(axis=1) if array.size else []
-        pharaoh = " ".join(f"{i}-{j}" for j, i in enumerate(best)) if links else ""
-        maps.append({**entry, "word": rounded, "subword": rounded, "alignment": pharaoh})
-    record = {
-        "source": " ".join(source), "translation": " ".join(target),
-        "source_words": list(source), "target_words": list(target),
-        "source_pieces": list(source), "target_pieces": list(target),
-        "attention": maps, "default_attention": 0,
-    }  # fmt: skip
+            name = f"encoder layer {key[0]}, head {key[1]}"
+            placed[name] = key
+        maps[name] = array
+    record = given_record(maps, source, target, scale=scale, links=links, placed=placed)
     return Translated(record, title)
 
 

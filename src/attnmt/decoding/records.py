@@ -21,7 +21,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, Protocol, TypedDict
+
+import numpy as np
 
 from attnmt.alignment.links import (
     SideWords,
@@ -39,7 +41,6 @@ from attnmt.decoding.decode_ids import Translation
 if TYPE_CHECKING:
     from attnmt.decoding.search_tree import Node
     from attnmt.decoding.translator import Alternative, Sentence
-    from attnmt.explain.methods import Explanation
 
 SCORE_DIGITS = 6  # decimals of scores and log-probabilities
 WEIGHT_DIGITS = 5  # ... of weights, and of an explanation's completeness error
@@ -50,6 +51,24 @@ ATTENTION_SCALE = "weights"
 
 
 # --- the definitions --------------------------------------------------------------------
+
+
+class Explanation(Protocol):
+    """What a record needs of an explanation (`attnmt.explain.Explanation`, made above this
+    floor, is one): its method's matrix of a translation and what it cost."""
+
+    method: str
+    matrix: Any  # (T + 1, S + 1), the attention's shape
+    seconds: float
+    forward: int
+    backward: int
+    completeness: float | None
+
+    @property
+    def scale(self) -> str: ...
+
+    @property
+    def reads_attention(self) -> bool: ...
 
 
 class AttentionMap(TypedDict):
@@ -233,6 +252,42 @@ def sentence_record(
     if result.nbest is not None:
         record["nbest"] = [_nbest_entry(h, src, vocab, choice, threshold) for h in result.nbest]
     return _steered(record, sentence, vocab, choice, search)
+
+
+def given_record(
+    named: dict[str, Any],
+    source: Sequence[str],
+    target: Sequence[str],
+    *,
+    scale: str = ATTENTION_SCALE,
+    links: bool = True,
+    placed: dict[str, tuple[int, int]] | None = None,
+) -> SentenceRecord:
+    """The record of matrices of one's own (`attnmt.show`): each (T, S) matrix of `named`
+    one map, its rows the `target` words and its columns the `source` words (a word is its
+    own subword); `placed` gives a map its (layer, head). With `links`, each target word
+    is linked to the source word it weighs most, read off the first map."""
+    drawn = []
+    for name, matrix in named.items():
+        array = np.asarray(to_numpy(matrix), dtype=np.float64)
+        best = array.argmax(axis=1) if array.size else []
+        found = {(int(i), j) for j, i in enumerate(best)} if links else set()
+        rounded = rounded_matrix(array)
+        entry: AttentionMap = {
+            "name": name, "method": "attention", "scale": scale, "layer": None, "head": None,
+            "subword": rounded, "word": rounded, "alignment": format_pharaoh(found),
+        }  # fmt: skip
+        entry["layer"], entry["head"] = (placed or {}).get(name, (None, None))
+        drawn.append((entry, found))
+    found = drawn[0][1] if drawn else set()
+    return {
+        "line": 1, "source": " ".join(source), "translation": " ".join(target),
+        "truncated": False, "score": 0.0, "log_prob": 0.0,
+        "source_pieces": list(source), "target_pieces": list(target),
+        "source_words": list(source), "target_words": list(target),
+        "alignment": format_pharaoh(found), "links": [list(link) for link in sorted(found)],
+        "attention": [entry for entry, _ in drawn], "default_attention": 0 if drawn else None,
+    }  # fmt: skip
 
 
 def _steered(
