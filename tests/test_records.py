@@ -6,6 +6,8 @@ to them field for field."""
 from __future__ import annotations
 
 import re
+import types
+import typing
 from itertools import takewhile
 from pathlib import Path
 from types import SimpleNamespace
@@ -199,3 +201,45 @@ def test_the_docs_table_of_a_node_lists_its_fields():
         key for row in table.splitlines()[2:] for key in re.findall(r"`(\w+)`", row.split("|")[1])
     }
     assert keys == _keys(SearchNode)
+
+
+# The served model of each record type: a field's type is compared through these names.
+SAME_TYPE = {
+    schemas.AttentionMap: AttentionMap,
+    schemas.ExplanationInfo: ExplanationRecord,
+    schemas.PrefixInfo: PrefixRecord,
+    schemas.AlternativeResult: AlternativeRecord,
+    schemas.SearchRecord: SearchRecord,
+    schemas.SearchNode: SearchNode,
+    schemas.NbestResult: NbestEntry,
+    schemas.LineResult: SentenceRecord,
+    schemas.ScoreResult: SentenceRecord,
+}
+
+
+def _kind(tp) -> frozenset[str]:
+    """A type as JSON sees it, nulls left out: a tuple is an array as a list is, a served
+    model is the record type it serves, a literal of strings is a string."""
+    if tp is type(None) or tp is None:
+        return frozenset()
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return frozenset().union(*(_kind(a) for a in args))
+    if origin is typing.Literal:
+        return frozenset({type(args[0]).__name__})
+    if origin in (list, tuple):
+        inner = frozenset().union(*(_kind(a) for a in args if a is not Ellipsis))
+        return frozenset({f"list[{'|'.join(sorted(inner)) or 'any'}]"})
+    if tp is typing.Any:
+        return frozenset({"any"})
+    record = SAME_TYPE.get(tp, tp)
+    return frozenset({record.__name__})
+
+
+@pytest.mark.parametrize("model", list(SAME_TYPE), ids=[m.__name__ for m in SAME_TYPE])
+def test_the_server_schemas_are_the_record_type_for_type(model: type[BaseModel]):
+    record = SAME_TYPE[model]
+    hints = typing.get_type_hints(record)
+    for name, field in model.model_fields.items():
+        if name in hints:
+            assert _kind(field.annotation) == _kind(hints[name]), (model.__name__, name)

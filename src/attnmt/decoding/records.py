@@ -141,7 +141,7 @@ class SearchNode(TypedDict):
     score: float  # cum_log_prob over the length penalty of `depth` subwords
     best: bool  # on the path of the best finished hypothesis
     rank: int | None  # a finished node's place in the n-best list
-    rejected: list[list[Any]]  # [piece, log_prob] of best next subwords that went nowhere
+    rejected: list[list[str | float]]  # [piece, log_prob] of best next subwords that went nowhere
     attention: list[float] | None  # the aligning map's row that made the subword
     attention_heads: NotRequired[list[list[list[float]]]]  # --search-json: [layer][head][source]
 
