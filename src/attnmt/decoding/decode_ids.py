@@ -25,7 +25,10 @@ if TYPE_CHECKING:  # torch tensors, or numpy arrays for an export (attnmt.runtim
 
 @dataclass
 class Translation:
-    """One translated sentence: text, token ids, score and (when asked) attention weights."""
+    """One translated sentence: text, token ids, score and (when asked) attention weights.
+
+    Not a `Hypothesis` because it is what a *line* became: the best hypothesis with its
+    text, the n-best list it won (`Hypothesis`es) and the recorded search."""
 
     text: str
     tokens: list[int]

@@ -21,11 +21,12 @@ if TYPE_CHECKING:  # torch tensors or numpy arrays (an export decoded by attnmt.
 
 @dataclass
 class Hypothesis:
-    """One output sentence.
+    """One output sentence: searched, or given and scored (forced decoding).
 
     Shapes:
-        weights: (T, S) for RNN decoders, (T, L, H, S) for the Transformer, where T counts
-        the tokens plus the final EOS (the step that ended the sentence has weights too).
+        weights: (T, S) for RNN decoders, (T, L, H, S) for the Transformer, (T, M, S) for
+        an ensemble, where T counts the tokens plus the final EOS (the step that ended the
+        sentence has weights too); token_log_probs: T floats (each token, then EOS).
     """
 
     tokens: list[int]
@@ -33,6 +34,7 @@ class Hypothesis:
     log_prob: float  # log P(tokens, EOS | source)
     weights: Tensor | None = None
     node: int | None = None  # its finished node in the recorded `SearchTree`, if recorded
+    token_log_probs: list[float] | None = None  # a scored one's, token by token
 
 
 @dataclass
@@ -68,22 +70,6 @@ class Start:
             log_prob=self.log_prob[rows],
             weights=None if self.weights is None else self.weights[rows],
         )
-
-
-@dataclass
-class Scored:
-    """One pair as the model scores it.
-
-    Shapes:
-        token_log_probs: T + 1 floats (each target subword, then EOS);
-        weights: (T + 1, S + 1) RNN, (T + 1, L, H, S + 1) Transformer, (T + 1, M, S + 1)
-        ensemble, or None when not asked for.
-    """
-
-    log_prob: float
-    token_log_probs: list[float]
-    score: float
-    weights: Tensor | None = None
 
 
 @without_grad
@@ -159,13 +145,13 @@ def score_by_steps(
     *,
     alpha: float = 0.6,
     need_weights: bool = False,
-) -> list[Scored]:
+) -> list[Hypothesis]:
     """Forced decoding one pair at a time through the step interface: `begin` reads the
     target as a prefix, one more step reads its EOS. What `attnmt.decoding.scoring`'s
     teacher forcing gives, for a model with steps only (an ONNX export).
 
     Shapes:
-        pairs: (source ids, target ids) without BOS/EOS -> `Scored` as `score_pairs`'s
+        pairs: (source ids, target ids) without BOS/EOS -> `Hypothesis`es as `score_pairs`'s
     """
     ops = model.array_ops
     out = []
@@ -186,7 +172,8 @@ def score_by_steps(
             rows = last if start.weights is None else ops.cat([start.weights, last], 1)
             weights = rows[0]
         out.append(
-            Scored(
+            Hypothesis(
+                tokens=list(target),
                 log_prob=total,
                 token_log_probs=token_log_probs,
                 score=total / float(length_penalty(len(token_log_probs), alpha)),

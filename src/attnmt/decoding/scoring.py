@@ -22,7 +22,7 @@ from attnmt.cancel import checkpoint
 from attnmt.data.batching import pad_batch
 from attnmt.data.buckets import DECODE_BATCH_TOKENS, batches_by_length
 from attnmt.data.vocab import BOS, EOS
-from attnmt.decoding.hypotheses import Scored, length_penalty, score_by_steps
+from attnmt.decoding.hypotheses import Hypothesis, length_penalty, score_by_steps
 from attnmt.decoding.step_model import StepModel
 from attnmt.errors import UserError
 
@@ -86,19 +86,22 @@ def score_pairs(
     alpha: float = 0.6,
     need_weights: bool = False,
     batch_tokens: int = DECODE_BATCH_TOKENS,
-) -> list[Scored]:
+) -> list[Hypothesis]:
     """`forced_decode`'s log-probabilities summed and length-normalised as the search does.
     A model that is no torch module (an ONNX export, `attnmt.runtime`) has no teacher-forced
     pass: it reads each target step by step (`score_by_steps`)."""
     if not isinstance(model, torch.nn.Module):
         return score_by_steps(model, pairs, alpha=alpha, need_weights=need_weights)
     scored = []
-    for log_probs, weights in forced_decode(
-        model, pairs, need_weights=need_weights, batch_tokens=batch_tokens
+    for (_, target), (log_probs, weights) in zip(
+        pairs,
+        forced_decode(model, pairs, need_weights=need_weights, batch_tokens=batch_tokens),
+        strict=True,
     ):
         total = float(log_probs.double().sum())
         scored.append(
-            Scored(
+            Hypothesis(
+                tokens=list(target),
                 log_prob=total,
                 token_log_probs=log_probs.tolist(),
                 score=total / float(length_penalty(log_probs.numel(), alpha)),

@@ -31,6 +31,8 @@ ROOT, FORCED, KEPT, PRUNED, FINISHED, ENDED = (
 
 class Node:
     """One candidate of a recorded search: `token` appended to its `parent`'s hypothesis.
+    The search's own, holding its step's arrays; `records.SearchNode` is its JSON record
+    (pieces for tokens, the aligning row of the weights, rounded), which every face shows.
 
     `log_prob` is the token's own log-probability, `cum_log_prob` the hypothesis' total
     (what the beam ranks), `score` the total over GNMT's length penalty of `depth` tokens
