@@ -1,14 +1,18 @@
-"""Tiny trained runs shared by the `attnmt serve` tests (trained once per session, on use),
-and a switch to run the suite as another kind of CPU would (tests/README.md)."""
+"""Tiny trained runs shared by the `attnmt serve` tests (trained once per run of the suite,
+on use, and shared by its xdist workers), and a switch to run the suite as another kind
+of CPU would (tests/README.md)."""
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 
 from attnmt import devices
 from attnmt.config import load_config
@@ -74,20 +78,31 @@ def mixed_corpus(root) -> Path:
     return corpus
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder `build` fills once for the whole run of the suite: under pytest-xdist the
+    first worker to ask builds it (holding a file lock) and the others wait, then read it,
+    instead of each training its own copy. `.done` marks a finished build; a half-built
+    folder (a worker killed mid-way) is built again."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    target = root / name
+    with FileLock(f"{target}.lock"):
+        if not (target / ".done").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
+            build(target)
+            (target / ".done").touch()
+    return target
+
+
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory):
     """name -> run directory: "rnn" (RNNsearch on a mixed-script TSV corpus, 80 steps),
     "tf" (a 2-layer, 2-head Transformer, the same corpus) and "plain" (RNNencdec, no
-    attention)."""
-    root = tmp_path_factory.mktemp("served")
-    corpus = mixed_corpus(root)
-    data = [
-        f"data.cache_dir={root / 'cache'}",
-        "data.corpus=tsv",
-        "data.drop_held_out=false",
-        "data.vocab_size=120",
-    ]
-    data += [f"data.{split}_path={corpus}" for split in ("train", "dev", "test")]
+    attention). Built once for the run (`built_once`): tests read them, and write their
+    own outputs elsewhere (an ensemble's report beside its first run is the one exception,
+    under a name of its own)."""
     models = {
         "rnn": ["train.lr=0.02", "train.max_steps=80"],
         "tf": [
@@ -96,10 +111,22 @@ def tiny_runs(tmp_path_factory):
         ],
         "plain": ["model.name=rnnencdec", "train.max_steps=2"],
     }
+    root = built_once(tmp_path_factory, "served", lambda root: _train_tiny_runs(root, models))
+    return {name: root / name for name in models}
+
+
+def _train_tiny_runs(root: Path, models: dict[str, list[str]]) -> None:
+    corpus = mixed_corpus(root)
+    data = [
+        f"data.cache_dir={root / 'cache'}",
+        "data.corpus=tsv",
+        "data.drop_held_out=false",
+        "data.vocab_size=120",
+    ]
+    data += [f"data.{split}_path={corpus}" for split in ("train", "dev", "test")]
     for name, overrides in models.items():
         config = load_config(None, [*TINY, *data, *overrides, f"train.run_dir={root / name}"])
         train(config, progress=False)
-    return {name: root / name for name in models}
 
 
 # The shipped image configs, shrunk: 16 training canvases and 8 dev (and 8 test) canvases,
@@ -120,14 +147,19 @@ TINY_IMAGES = [
 def tiny_image_runs(tmp_path_factory):
     """name -> run directory of image runs, each a shipped config trained 2 tiny steps:
     "soft" and "hard" (Show-Attend-Tell on 24x64 digit strings), "plain" (Show-Tell, no
-    attention) and "glimpses" (Mnih's glimpses on 40x40 cluttered digits)."""
-    root = tmp_path_factory.mktemp("served-images")
+    attention) and "glimpses" (Mnih's glimpses on 40x40 cluttered digits). Built once for
+    the run (`built_once`)."""
     configs = {
         "soft": "captions-soft",
         "hard": "captions-hard",
         "plain": "captions-plain",
         "glimpses": "glimpses",
     }
+    root = built_once(tmp_path_factory, "served-images", lambda root: _train_images(root, configs))
+    return {name: root / name for name in configs}
+
+
+def _train_images(root: Path, configs: dict[str, str]) -> None:
     for name, config in configs.items():
         height, width = (40, 40) if config == "glimpses" else (24, 64)
         overrides = [
@@ -137,4 +169,3 @@ def tiny_image_runs(tmp_path_factory):
             f"train.run_dir={root / name}",
         ]
         train(load_config(CONFIGS / f"{config}.yaml", overrides), progress=False)
-    return {name: root / name for name in configs}
