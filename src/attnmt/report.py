@@ -25,6 +25,7 @@ from attnmt.data.alignments import write_pharaoh
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
 from attnmt.data.preparation import decoding_split
 from attnmt.decoding.attention_choice import AttentionChoice, run_attention
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.translator import source_limit
 from attnmt.errors import CheckpointError, DataError, UserError
 from attnmt.evaluation.splits import alignment_report, evaluate_examples
@@ -32,6 +33,7 @@ from attnmt.evaluation.vision import image_report
 from attnmt.explain import check_method, explanation_report
 from attnmt.explain.images import image_explanations
 from attnmt.explain.measures import markdown_rows
+from attnmt.explain.names import IG_STEPS
 from attnmt.metrics import markdown_table, reference_streams
 from attnmt.plotting import length_curves
 from attnmt.rundir import RunDir, write_json_atomic
@@ -45,15 +47,15 @@ def evaluate_split(
     split: str = "test",
     *,
     limit: int | None = None,
-    beam: int = 5,
-    alpha: float = 0.6,
-    max_len_ratio: float = 2.0,
+    beam: int = SearchOptions.beam,
+    alpha: float = SearchOptions.alpha,
+    max_len_ratio: float = SearchOptions.max_len_ratio,
     batch_tokens: int = DECODE_BATCH_TOKENS,
     max_source_len: int | None = None,
     choice: AttentionChoice | None = None,
     explain: Sequence[str] = (),
     explain_sentences: int = 100,
-    ig_steps: int = 32,
+    ig_steps: int = IG_STEPS,
 ) -> tuple[dict[str, Any], list[str], list | None, list]:
     """Decode the first `limit` sentences of a run's `split` and measure them: the scores,
     BLEU by length and speed; on an image corpus where the model looked; each of `explain`'s

@@ -33,13 +33,13 @@ from attnmt.decoding.records import SentenceRecord, scored_record, sentence_reco
 from attnmt.decoding.search_tree import StepHook
 from attnmt.decoding.translator import Sentence, Translator, source_limit
 from attnmt.errors import UserError
+from attnmt.explain.names import IG_STEPS
 
 if TYPE_CHECKING:
     from attnmt.decoding.runs import LoadedRun
     from attnmt.runtime.runs import ExportRun
 
 Maps = Literal["every", "aligning"]
-IG_STEPS = 32  # integrated gradients' steps (Sundararajan et al. 2017 use 20-300)
 
 
 def as_is(name: str) -> str:

@@ -21,6 +21,7 @@ from attnmt.metrics import bleu_by_length
 from attnmt.plotting import length_curves_figure
 from attnmt.report import evaluate_split
 from attnmt.rundir import RunDir
+from attnmt.service import Request
 from attnmt.training import TrainResult
 from attnmt.training import train as train_run
 from attnmt.views.results import Table
@@ -227,14 +228,14 @@ def evaluate(
     run: str | Path | Model,
     *,
     split: str = "test",
-    beam: int = 5,
-    alpha: float = 0.6,
+    beam: int | None = None,
+    alpha: float = Request.alpha,
     limit: int | None = None,
-    max_len_ratio: float = 2.0,
+    max_len_ratio: float = Request.max_len_ratio,
     device: str = "auto",
     explain: str | Sequence[str] | None = None,
     explain_sentences: int = 100,
-    ig_steps: int = 32,
+    ig_steps: int = Request.ig_steps,
     recorded: bool = False,
 ) -> Evaluation:
     """Decode a split of the run's corpus and score it, as `attnmt evaluate` does (no
@@ -246,10 +247,13 @@ def evaluate(
     the gold links (the grammar lab: the exact causes), deletion and insertion areas
     against a random order (`.explanations`; `.explanations_table()` as markdown).
 
+    `beam` is `attnmt evaluate`'s default (`Request.beam`, greedy) unless given.
     `recorded=True` decodes nothing: it reads back what `attnmt evaluate RUN --split SPLIT
-    --beam BEAM` wrote into RUN/eval (a reference run's test scores, say)."""
+    --beam BEAM` wrote into RUN/eval (a reference run's test scores, say); without `beam`,
+    the one evaluation of the split recorded there, whatever its beam."""
     if recorded:
         return _recorded(run.run_dir if isinstance(run, Model) else Path(run), split, beam)
+    beam = Request.beam if beam is None else beam
     model = run if isinstance(run, Model) else load(run, device=device)
     methods = [explain] if isinstance(explain, str) else list(explain or [])
     result, hypotheses, _, examples = evaluate_split(
@@ -267,8 +271,21 @@ def evaluate(
     return Evaluation(result, hypotheses, model.name, [ex.src for ex in examples], references)
 
 
-def _recorded(run_dir: Path, split: str, beam: int) -> Evaluation:
-    """The evaluation `attnmt evaluate` wrote into RUN/eval, read back."""
+def _recorded(run_dir: Path, split: str, beam: int | None) -> Evaluation:
+    """The evaluation `attnmt evaluate` wrote into RUN/eval, read back (`beam` None: the
+    split's one recorded evaluation)."""
+    if beam is None:
+        found = sorted((run_dir / "eval").glob(f"{split}-beam*.json"))
+        beams = [
+            int(p.stem.rsplit("beam", 1)[1]) for p in found if p.stem.rsplit("beam", 1)[1].isdigit()
+        ]
+        if len(beams) != 1:
+            listed = ", ".join(f"beam={b}" for b in beams) or "none"
+            raise UserError(
+                f"'{run_dir}' has {len(beams)} recorded {split} evaluations ({listed}); give "
+                "beam= to choose one, or run `attnmt evaluate` first"
+            )
+        beam = beams[0]
     stem = run_dir / "eval" / f"{split}-beam{beam}"
     try:
         result = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))

@@ -408,9 +408,7 @@ def check_combination(cfg: Config) -> None:
             f"tokens from it on; train.reinforce_reward={cfg.train.reinforce_reward!r} gives "
             "one reward per sentence: use reinforce_baseline 'token' or 'sentence'"
         )
-    if cfg.train.doubly_stochastic and (
-        not model.composed_attention or cfg.model.mode != "soft"
-    ):
+    if cfg.train.doubly_stochastic and (not model.composed_attention or cfg.model.mode != "soft"):
         raise ConfigError(
             "train.doubly_stochastic penalises the soft attention of "
             f"{' and '.join(ATTENTIONAL_RNNS)} (Xu et al. 2015 §4.2.1), not "

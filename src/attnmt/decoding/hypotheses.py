@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from attnmt.cancel import checkpoint
 from attnmt.data.vocab import BOS, EOS
 from attnmt.decoding.array_ops import ArrayOps
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.step_model import StepModel, without_grad
 
 if TYPE_CHECKING:  # torch tensors or numpy arrays (an export decoded by attnmt.runtime)
@@ -143,7 +144,7 @@ def score_by_steps(
     model: StepModel,
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
     *,
-    alpha: float = 0.6,
+    alpha: float = SearchOptions.alpha,
     need_weights: bool = False,
 ) -> list[Hypothesis]:
     """Forced decoding one pair at a time through the step interface: `begin` reads the

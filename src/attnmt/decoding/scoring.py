@@ -23,6 +23,7 @@ from attnmt.data.batching import pad_batch
 from attnmt.data.buckets import DECODE_BATCH_TOKENS, batches_by_length
 from attnmt.data.vocab import BOS, EOS
 from attnmt.decoding.hypotheses import Hypothesis, length_penalty, score_by_steps
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.step_model import StepModel
 from attnmt.errors import UserError
 
@@ -83,7 +84,7 @@ def score_pairs(
     model: StepModel,
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
     *,
-    alpha: float = 0.6,
+    alpha: float = SearchOptions.alpha,
     need_weights: bool = False,
     batch_tokens: int = DECODE_BATCH_TOKENS,
 ) -> list[Hypothesis]:

@@ -52,9 +52,9 @@ def evaluate_examples(
     split: str,
     limit: int,
     sentences: int | None = None,
-    beam: int = 1,
-    alpha: float = 0.6,
-    max_len_ratio: float = 2.0,
+    beam: int = SearchOptions.beam,
+    alpha: float = SearchOptions.alpha,
+    max_len_ratio: float = SearchOptions.max_len_ratio,
     batch_tokens: int = DECODE_BATCH_TOKENS,
 ) -> tuple[dict[str, Any], list[str]]:
     """Decode `examples` and score them; returns (the result dict, the hypotheses).

@@ -42,6 +42,7 @@ from attnmt.data.batching import pad_batch
 from attnmt.data.vocab import BOS, EOS
 from attnmt.errors import UserError
 from attnmt.explain.bahdanau import find_loop, loop_vjp
+from attnmt.explain.names import IG_STEPS
 from attnmt.models.vision import ConvEncoder
 
 # (target, step) rows x the longer side (source or target) per chunk of backward passes:
@@ -376,7 +377,7 @@ def gradient_times_input(model: nn.Module, src_ids: Sequence[int], tgt_ids: Sequ
 
 
 def integrated_gradients(
-    model: nn.Module, src_ids: Sequence[int], tgt_ids: Sequence[int], steps: int = 32
+    model: nn.Module, src_ids: Sequence[int], tgt_ids: Sequence[int], steps: int = IG_STEPS
 ) -> Attribution:
     """Integrated gradients from the zero baseline in `steps` midpoint steps, with the
     completeness error: Σ_t |Σ_s A_ts − (f_t(X) − f_t(X'))| / Σ_t |f_t(X) − f_t(X')|."""

@@ -19,7 +19,7 @@ import numpy as np
 from attnmt.decoding.attention_choice import AttentionChoice
 from attnmt.evaluation.vision import box_mass, pixel_map, split_canvases
 from attnmt.explain.methods import explain
-from attnmt.explain.names import SIGNED
+from attnmt.explain.names import IG_STEPS, SIGNED
 
 
 def canvas_maps(matrix: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -38,7 +38,7 @@ def image_explanations(
     split: str,
     *,
     sentences: int = 100,
-    ig_steps: int = 32,
+    ig_steps: int = IG_STEPS,
 ) -> dict[str, Any]:
     """Mass on the digit's box, peak on the digit and cost per method, on the first
     `sentences` canvases of `split`."""

@@ -52,7 +52,7 @@ from attnmt.decoding.scoring import forced_decode
 from attnmt.evaluation.splits import gold_pairs
 from attnmt.explain.images import image_markdown
 from attnmt.explain.methods import explain
-from attnmt.explain.names import SIGNED
+from attnmt.explain.names import IG_STEPS, SIGNED
 
 FRACTIONS = tuple(round(0.1 * k, 1) for k in range(11))  # of the source words, 0..1
 ERASER_FRACTIONS = (0.1, 0.2, 0.5)
@@ -259,7 +259,7 @@ def explanation_report(
     limit: int,
     *,
     sentences: int = 100,
-    ig_steps: int = 32,
+    ig_steps: int = IG_STEPS,
     seed: int = 1,
 ) -> dict[str, Any]:
     """Every measure above for each of `methods`, on the first `sentences` examples (those
@@ -310,8 +310,7 @@ def explanation_report(
             row.update(_aer(alignment_scores(links, sure)))
             if lab:  # as many links per target word as it has causes: no one-link floor
                 top = [
-                    top_k_links(v.word_weights, i.links)
-                    for v, i in zip(views, items, strict=True)
+                    top_k_links(v.word_weights, i.links) for v, i in zip(views, items, strict=True)
                 ]
                 row["top_k"] = _aer(alignment_scores(top, sure))
             if probes is not None:

@@ -50,6 +50,7 @@ from attnmt.explain.names import (
     ATTENTION_METHODS,
     EXPORT_EXPLAINS,
     GRADIENT_METHODS,
+    IG_STEPS,
     METHODS,
     scale_of,
 )
@@ -117,7 +118,7 @@ def explain(
     method: str,
     choice: AttentionChoice,
     *,
-    ig_steps: int = 32,
+    ig_steps: int = IG_STEPS,
     image_height: int | None = None,
     batch_tokens: int = DECODE_BATCH_TOKENS,
 ) -> list[Explanation]:

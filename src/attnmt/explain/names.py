@@ -23,8 +23,13 @@ def scale_of(method: str | None) -> str:
         return "weights"
     return "signed" if method in SIGNED else "row"
 
+
 # What an export answers when asked to explain (torch-free: the server of an export says it).
 EXPORT_EXPLAINS = (
     "explanations need the run itself: an ONNX export decodes and shows its attention "
     "but has no gradients or masked re-reading; use the run (attnmt translate RUN)"
 )
+
+# Integrated gradients' steps from the zero baseline (Sundararajan et al. 2017 use 20-300):
+# every face's default (`attnmt.service.Request.ig_steps`, `--ig-steps`, the server's).
+IG_STEPS = 32

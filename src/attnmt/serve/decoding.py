@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from attnmt.config import family
 from attnmt.data.grid import cell_boxes
 from attnmt.decoding.attention_choice import labels
+from attnmt.decoding.options import SearchOptions
 from attnmt.decoding.translator import Translator
 from attnmt.errors import CheckpointError, UserError
 from attnmt.explain.names import EXPORT_EXPLAINS, METHODS
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 class Settings:
     """The server's limits and defaults (the `attnmt serve` flags)."""
 
-    beam: int = 1
+    beam: int = SearchOptions.beam
     max_body_bytes: int = 1 << 20
     max_lines: int = 256
     max_line_chars: int = 2000

@@ -132,7 +132,9 @@ EXPLAIN = Field(
     "are read off it; null: the attention as decoded",
     json_schema_extra={"anyOf": [{"type": "string", "enum": list(METHODS)}, {"type": "null"}]},
 )
-IG_STEPS = Field(32, ge=1, le=MAX_IG_STEPS, description="integration steps of integrated-gradients")
+IG_STEPS = Field(
+    Request.ig_steps, ge=1, le=MAX_IG_STEPS, description="integration steps of integrated-gradients"
+)
 
 
 class _Decoding(_Strict):
