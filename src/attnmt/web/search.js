@@ -278,10 +278,10 @@ export async function beamSearch(
     const vocab = rows[0].length;
     const perBeam = Math.min(2 * k, vocab);
     const beamTop = rows.map((row) => topk(row, perBeam));
-    const candidates = new Float64Array(k * perBeam);
+    const candidates = new Float32Array(k * perBeam);
     for (let r = 0; r < k; r++) {
       for (let j = 0; j < perBeam; j++) {
-        candidates[r * perBeam + j] = beamScores[r] + beamTop[r].values[j];
+        candidates[r * perBeam + j] = fround(beamScores[r] + beamTop[r].values[j]);
       }
     }
     const best = topk(candidates, Math.min(2 * k, k * perBeam));
