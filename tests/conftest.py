@@ -115,6 +115,21 @@ def tiny_runs(tmp_path_factory):
     return {name: root / name for name in models}
 
 
+@pytest.fixture(scope="session")
+def tiny_exports(tiny_runs, tmp_path_factory):
+    """name -> the ONNX export (fp32) of each of `tiny_runs`, made once for the run."""
+
+    def export(root: Path) -> None:
+        from attnmt.decoding.runs import load_run  # torch.onnx and onnx: on use
+        from attnmt.export.onnx import export_onnx
+
+        for name, run in tiny_runs.items():
+            export_onnx(load_run(run), root / name)
+
+    root = built_once(tmp_path_factory, "exports", export)
+    return {name: root / name for name in tiny_runs}
+
+
 def _train_tiny_runs(root: Path, models: dict[str, list[str]]) -> None:
     corpus = mixed_corpus(root)
     data = [

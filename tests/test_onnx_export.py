@@ -40,12 +40,9 @@ LINES = ["the cat sat on the mat", "", "Привет мир 🙂", "dog ran far"
 
 
 @pytest.fixture(scope="module")
-def exports(tiny_runs, tmp_path_factory):
-    """run name -> its ONNX export (fp32), made once for the module."""
-    root = tmp_path_factory.mktemp("onnx")
-    return {
-        name: export_onnx(load_run(tiny_runs[name]), root / name) for name in ("rnn", "tf", "plain")
-    }
+def exports(tiny_exports):
+    """run name -> its ONNX export (fp32), made once for the run (tests/conftest.py)."""
+    return tiny_exports
 
 
 def _outputs(loaded, **options):

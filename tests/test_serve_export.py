@@ -15,7 +15,6 @@ from fastapi.testclient import TestClient
 
 from attnmt.decoding.runs import load_run
 from attnmt.explain.names import EXPORT_EXPLAINS
-from attnmt.export.onnx import export_onnx
 from attnmt.serve import RunDecoder, Settings, create_app
 
 # What the `serve` extra does not install: the process below cannot import them.
@@ -59,9 +58,8 @@ print(json.dumps(answers))
 
 
 @pytest.fixture(scope="module")
-def exported(tiny_runs, tmp_path_factory):
-    root = tmp_path_factory.mktemp("served-exports")
-    return {name: export_onnx(load_run(tiny_runs[name]), root / name) for name in ("rnn", "tf")}
+def exported(tiny_exports):
+    return tiny_exports
 
 
 def test_an_export_is_served_without_torch_as_its_run(tiny_runs, exported):
