@@ -6,9 +6,10 @@
 //   const sp = new SentencePiece(json);  // json: attnmt.export.web_tokenizer.tokenizer_json
 //   sp.encode("In the beginning");       // {ids: [...], pieces: ["▁In", "▁the", ...]}
 //   sp.decode(ids);                      // "In the beginning"
+//   sp.encode(joinWords(line));          // a typed line as `attnmt translate` encodes it
 //
-// No dependency: the code follows sentencepiece's C++ (v0.2) step by step, and the comments
-// name the function each part mirrors.
+// No dependency: the code follows sentencepiece's C++ step by step (0.2.2 and later; checked
+// against 0.2.3), and the comments name the function each part mirrors.
 //   normalizer.cc  Normalizer::Normalize, NormalizePrefix: the model's precompiled charsmap
 //                  (a Darts double-array trie over UTF-8 bytes, nmt_nfkc for ours), longest
 //                  match first, then whitespace handling;
@@ -24,13 +25,15 @@ const FORMAT = "attnmt-sentencepiece/1";
 const SPACE = "\u2581"; // "▁": a piece starting with it starts a word
 const SPACE_UTF8 = [0xe2, 0x96, 0x81];
 const UNK_PENALTY = 10; // unigram_model.cc kUnkPenalty: unknown scores min score - 10
+const MAX_RULE_MATCHES = 32; // normalizer.h kMaxTrieResultsSize
 
 const utf8 = new TextEncoder();
 const text8 = new TextDecoder("utf-8");
 
 // The length of the UTF-8 character whose first byte is `lead` (string_util::OneCharLen).
+const CHAR_LENGTH = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4];
 function charLength(lead) {
-  return [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4][lead >> 4];
+  return CHAR_LENGTH[lead >> 4];
 }
 
 function bytesOf(charsmap) {
@@ -39,6 +42,16 @@ function bytesOf(charsmap) {
   const bytes = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
   return bytes;
+}
+
+// Python's `" ".join(line.split())`, which `attnmt translate` and the server apply to a
+// line before encoding it: the characters Python's str.split() splits on (Unicode's
+// White_Space and the four separators U+001C-U+001F). Not the same as JavaScript's \s,
+// and not what the normaliser does: nmt_nfkc deletes U+001C-U+001F instead.
+const PYTHON_SPACE = /[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
+
+export function joinWords(line) {
+  return line.split(PYTHON_SPACE).filter((word) => word !== "").join(" ");
 }
 
 // --------------------------------------------------------------------------------------
@@ -69,23 +82,29 @@ class Normalizer {
   // The longest charsmap rule matching `bytes` from `pos`: [start, end) of its replacement
   // in this.replacements and the number of input bytes it consumes, or null.
   // Darts-clone's commonPrefixSearch: a unit packs a label (the byte that leads to it),
-  // an offset to its children and a has-leaf bit; a leaf's unit holds the value.
+  // an offset to its children and a has-leaf bit; a leaf's unit holds the value. As in
+  // NormalizePrefix, only the first 32 matches count (sentencepiece's charsmaps never have
+  // more).
   longestRule(bytes, pos) {
     const units = this.units;
     const offset = (unit) => ((unit >>> 10) << ((unit & 0x200) >>> 6)) >>> 0;
     let node = offset(units[0]);
     let found = null;
-    for (let i = pos; i < bytes.length; i++) {
+    let matches = 0;
+    for (let i = pos; i < bytes.length && matches < MAX_RULE_MATCHES; i++) {
       node ^= bytes[i];
       const unit = units[node];
       if (unit === undefined || (unit & 0x800000ff) !== bytes[i]) break;
       node ^= offset(unit);
-      if ((unit >>> 8) & 1) found = [units[node] & 0x7fffffff, i + 1 - pos];
+      if ((unit >>> 8) & 1) {
+        found = [units[node] & 0x7fffffff, i + 1 - pos];
+        matches++;
+      }
     }
-    if (found === null) return null;
+    if (found === null || found[0] >= this.replacements.length) return null;
     const [start, consumed] = found;
     const end = this.replacements.indexOf(0, start);
-    return [start, end, consumed];
+    return [start, end < 0 ? this.replacements.length : end, consumed];
   }
 
   // NormalizePrefix: what the input at `pos` becomes ([source, start, end]) and how many
@@ -144,18 +163,27 @@ class Normalizer {
 // --------------------------------------------------------------------------------------
 
 // unigram_model.cc Model::EncodeOptimized: the best path of pieces through the normalised
-// bytes, as [piece bytes start, end, id] triples. A character no piece covers alone is an
-// unknown piece scored min score - 10. Ties keep the path found first, as C++ does: a new
-// candidate must be strictly better. The C++ adds a piece's float score to the float path
-// score in double precision (its `score` is a double), compares that with the stored float,
-// then stores it rounded to float: so do we (Math.fround). The unknown's sum is a float.
+// bytes, as [piece, id] pairs. A character no piece covers alone is an unknown piece scored
+// min score - 10. Path scores are float32 sums (Math.fround after every addition), and a
+// candidate must be strictly better to replace the path found first, so ties and rounding
+// go as in C++. As sentencepiece does since 0.2.2, when the score at a start passes +-1e5
+// it is subtracted from every path score from there on (float32 precision in long input).
+const SCORE_RESET = 100000;
+
 function unigramEncode(model, norm) {
   const size = norm.length;
   const best = new Float64Array(size + 1); // best path score ending here (a float32)
-  const from = new Int32Array(size + 1).fill(-1); // where the last piece starts
+  const from = new Int32Array(size + 1).fill(-1); // where its last piece starts
   const ids = new Int32Array(size + 1);
+  let frontier = 0; // the furthest end any piece has reached
   for (let start = 0; start < size; ) {
-    const till = best[start];
+    let till = best[start];
+    if (till < -SCORE_RESET || till > SCORE_RESET) {
+      for (let i = start; i <= frontier; i++) {
+        if (i === start || from[i] !== -1) best[i] = Math.fround(best[i] - till);
+      }
+      till = 0;
+    }
     const mblen = Math.min(charLength(norm[start]), size - start);
     let single = false; // a piece covers exactly this one character
     let node = 0;
@@ -165,9 +193,10 @@ function unigramEncode(model, norm) {
       const id = model.trieId[node];
       if (id < 0) continue;
       const end = k + 1;
-      const candidate = model.scores[id] + till; // double, as in C++
+      frontier = Math.max(frontier, end);
+      const candidate = Math.fround(model.scores[id] + till);
       if (from[end] === -1 || candidate > best[end]) {
-        best[end] = Math.fround(candidate);
+        best[end] = candidate;
         from[end] = start;
         ids[end] = id;
       }
@@ -175,6 +204,7 @@ function unigramEncode(model, norm) {
     }
     if (!single) {
       const end = start + mblen;
+      frontier = Math.max(frontier, end);
       const candidate = Math.fround(model.unkScore + till);
       if (from[end] === -1 || candidate > best[end]) {
         best[end] = candidate;
@@ -191,7 +221,8 @@ function unigramEncode(model, norm) {
 
 // bpe_model.cc Model::SampleEncode (no dropout): start from characters, repeatedly merge
 // the adjacent pair whose merged piece has the highest score (the leftmost among equals),
-// until no adjacent pair is a piece.
+// until no adjacent pair is a piece. <unk> and control pieces never take part in a merge,
+// and a symbol left that is no piece (or is one of them) is <unk>.
 function bpeEncode(model, norm) {
   const chars = Array.from(text8.decode(norm));
   if (chars.length === 0) return [];
@@ -206,7 +237,7 @@ function bpeEncode(model, norm) {
     const piece = symbols[left].piece + symbols[right].piece;
     const id = model.pieceIds.get(piece);
     if (id === undefined) return;
-    agenda.push({ left, right, score: model.scores[id], size: piece.length });
+    agenda.push({ left, right, bits: model.scoreBits[id], size: piece.length });
   };
   for (let i = 1; i < symbols.length; i++) addPair(i - 1, i);
   while (agenda.size > 0) {
@@ -227,12 +258,14 @@ function bpeEncode(model, norm) {
   const out = [];
   for (let i = 0; i !== -1; i = symbols[i].next) {
     const piece = symbols[i].piece;
-    out.push([piece, model.reservedIds.get(piece) ?? model.pieceIds.get(piece) ?? model.unk]);
+    out.push([piece, model.pieceIds.get(piece) ?? model.unk]);
   }
   return out;
 }
 
-// A binary max-heap of candidate merges: higher score first, then the leftmost.
+// A binary max-heap of candidate merges: higher score first, then the leftmost. Scores
+// are compared as sentencepiece's SymbolPairComparator does, by their float32 bits (the
+// same order as the floats, except that -0 ranks below +0: BPE's first merge has -0).
 class PairHeap {
   constructor() {
     this.items = [];
@@ -240,8 +273,15 @@ class PairHeap {
   get size() {
     return this.items.length;
   }
+  // a before b: C++'s comparator(b, a), "b ranks below a"
   before(a, b) {
-    return a.score > b.score || (a.score === b.score && a.left < b.left);
+    const i1 = b.bits;
+    const i2 = a.bits;
+    let below;
+    if ((i1 & i2) < 0) below = i1 > i2; // both negative: larger bits, smaller float
+    else if ((i1 ^ i2) < 0) below = i1 < 0; // signs differ
+    else below = i1 < i2;
+    return below || (i1 === i2 && b.left > a.left);
   }
   push(item) {
     const items = this.items;
@@ -295,15 +335,15 @@ export class SentencePiece {
     this.control = new Set(data.control);
     this.normalizer = new Normalizer(data.normalizer);
 
-    // The pieces that can be matched (sentencepiece's pieces_): all but <unk> and control
-    // ones, which are only looked up by name (reserved_id_map_).
+    this.scoreBits = new Int32Array(this.scores.buffer); // the same floats as int32 bits
+
+    // The pieces that can be matched or merged: all but <unk> and the control pieces.
     this.pieceIds = new Map();
-    this.reservedIds = new Map();
     let minScore = Infinity;
     for (let id = 0; id < this.pieces.length; id++) {
-      const reserved = id === this.unk || this.control.has(id);
-      (reserved ? this.reservedIds : this.pieceIds).set(this.pieces[id], id);
-      if (!reserved) minScore = Math.min(minScore, this.scores[id]);
+      if (id === this.unk || this.control.has(id)) continue;
+      this.pieceIds.set(this.pieces[id], id);
+      minScore = Math.min(minScore, this.scores[id]);
     }
     this.unkScore = Math.fround(minScore - UNK_PENALTY);
 
