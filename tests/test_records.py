@@ -24,6 +24,7 @@ from attnmt.decoding.records import (
     AlternativeRecord,
     AttentionMap,
     ExplanationRecord,
+    ImageRecord,
     NbestEntry,
     PrefixRecord,
     SearchNode,
@@ -168,6 +169,7 @@ SERVED = [
     (schemas.LineResult, _keys(SentenceRecord) - NOT_SERVED - {"token_log_probs"} | {"error"}),
     (schemas.ScoreResult, _keys(SentenceRecord) - NOT_SERVED | {"error"}),
     (schemas.NbestResult, _keys(NbestEntry)),
+    (schemas.ImageResult, _keys(ImageRecord)),
     (schemas.AttentionMap, _keys(AttentionMap)),
     (schemas.ExplanationInfo, _keys(ExplanationRecord)),
     (schemas.PrefixInfo, _keys(PrefixRecord)),
@@ -213,6 +215,7 @@ SAME_TYPE = {
     schemas.SearchNode: SearchNode,
     schemas.NbestResult: NbestEntry,
     schemas.LineResult: SentenceRecord,
+    schemas.ImageResult: ImageRecord,
     schemas.ScoreResult: SentenceRecord,
 }
 

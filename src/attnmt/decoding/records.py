@@ -35,6 +35,7 @@ from attnmt.alignment.links import (
 )
 from attnmt.arrays import to_numpy
 from attnmt.data.alignments import format_pharaoh
+from attnmt.data.grid import pixel_map
 from attnmt.decoding.attention_choice import AttentionChoice, every_choice, labels, select
 from attnmt.decoding.decode_ids import Translation
 
@@ -183,6 +184,20 @@ class SentenceRecord(TypedDict):
     token_log_probs: NotRequired[list[float]]  # a scored pair: each of target_pieces'
 
 
+class ImageRecord(TypedDict):
+    """What an image run read in one image, and where it looked at each step."""
+
+    image: int  # 1-based position of the image in its batch
+    text: str  # the symbols read, space-separated
+    truncated: bool  # the reading was cut at the longest allowed
+    score: float
+    log_prob: float
+    target_pieces: list[str]  # the symbols read, then </s>: one per decoder step
+    attention: list[list[list[float]]] | None  # with maps: (T, H, W) mass per pixel
+    glimpses: list[tuple[float, float]] | None  # a glimpse model's (row, col) centres
+    explanation: ExplanationRecord | None  # the method whose values the maps are
+
+
 # --- the sentence -----------------------------------------------------------------------
 
 
@@ -288,6 +303,45 @@ def given_record(
         "alignment": format_pharaoh(found), "links": [list(link) for link in sorted(found)],
         "attention": [entry for entry, _ in drawn], "default_attention": 0 if drawn else None,
     }  # fmt: skip
+
+
+def image_record(
+    sentence: Sentence,
+    vocab: Any,
+    *,
+    image: int,
+    height: int,
+    width: int,
+    longest: int,
+    maps: bool = True,
+    glimpses: Any = None,
+) -> ImageRecord:
+    """The record of an image read (`sentence`: its image text decoded): the symbols, the
+    scores, and with `maps` each step's weights spread over the H x W pixels
+    (`attnmt.data.grid.pixel_map`); an explanation of the reading is its map in place of the
+    weights (the method that made it said). `longest`: symbols read before a reading is
+    cut; `glimpses`: a glimpse model's (N, 2) path, when it has one."""
+    done = sentence.translation
+    if done is None:  # an image text is never blank
+        raise ValueError(f"image {image} was not decoded")
+    why = sentence.explanations[0] if sentence.explanations else None
+    record: ImageRecord = {
+        "image": image,
+        "text": done.text,
+        "truncated": len(done.tokens) >= longest,
+        "score": round(done.score, SCORE_DIGITS),
+        "log_prob": round(done.log_prob or 0.0, SCORE_DIGITS),
+        "target_pieces": labels(vocab.tgt, done.tokens),
+        "attention": None,
+        "glimpses": None,
+        "explanation": None if why is None else explanation_record(why),
+    }
+    if maps and done.weights is not None:
+        steps = np.asarray(to_numpy(done.weights), dtype=np.float32)  # (T, G) or (T, H·W)
+        record["attention"] = [rounded_matrix(step) for step in pixel_map(steps, height, width)]
+        if glimpses is not None:
+            record["glimpses"] = [(round(float(r), 2), round(float(c), 2)) for r, c in glimpses]
+    return record
 
 
 def _steered(

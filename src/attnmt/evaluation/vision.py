@@ -26,9 +26,10 @@ from matplotlib.patches import Rectangle
 
 from attnmt.data import images
 from attnmt.data.buckets import DECODE_BATCH_TOKENS
-from attnmt.data.grid import DOWNSAMPLE, grid_size
+from attnmt.data.grid import MAX_SYMBOLS, pixel_map
 from attnmt.data.preparation import decoding_split
 from attnmt.data.vocab import EOS
+from attnmt.decoding.records import image_record
 from attnmt.decoding.scoring import forced_weights
 from attnmt.decoding.translator import Translator
 from attnmt.errors import DataError
@@ -90,32 +91,6 @@ def image_report(
     if loaded.model.uses_attention:
         report["localisation"] = localisation(loaded, examples, canvases, batch_tokens=batch_tokens)
     return report
-
-
-def pixel_map(weights: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Attention over grid cells (or already over pixels) as mass per pixel.
-
-    A cell's weight is spread evenly over the pixels it covers (4x4; fewer at a ragged
-    edge), so every row still sums to its total mass.
-
-    Shapes:
-        weights (T, G) with G = grid cells, or (T, H·W) -> (T, H, W)
-    """
-    steps = weights.shape[0]
-    if weights.shape[1] == height * width:  # the glimpse model attends over pixels
-        return weights.reshape(steps, height, width)
-    rows, cols = grid_size(height, width)
-    if weights.shape[1] != rows * cols:
-        raise ValueError(
-            f"weights over {weights.shape[1]} positions fit neither the {rows}x{cols} grid "
-            f"nor the {height}x{width} pixels of the image"
-        )
-    cells = weights.reshape(steps, rows, cols)  # (T, Gh, Gw)
-    row_cell = np.arange(height)[:, None] // DOWNSAMPLE  # the cell of each pixel: (H, 1)
-    col_cell = np.arange(width)[None, :] // DOWNSAMPLE  # (1, W)
-    covered = np.zeros((rows, cols))
-    np.add.at(covered, (row_cell, col_cell), 1)  # pixels per cell
-    return cells[:, row_cell, col_cell] / covered[row_cell, col_cell]  # (T, H, W)
 
 
 def box_mass(maps: np.ndarray, boxes: Sequence[tuple[int, int, int, int]]) -> list[float]:
@@ -233,14 +208,23 @@ def canvas_looks(loaded: Any, index: int, split: str = "test") -> Figure:
         raise DataError(f"the {split} split has {len(canvases)} canvases; index {index} is not one")
     canvas = canvases[index]
     example = decoding_split(loaded.cfg.data, split, loaded.vocab)[index]
-    done = Translator(loaded, beam=1, need_weights=True).translate([example.src])[0].translation
+    (sentence,) = Translator(loaded, beam=1, need_weights=True).translate([example.src])
     height, width = canvas.pixels.shape
-    maps = pixel_map(done.weights.float().numpy(), height, width)  # (steps, H, W)
     path = None
     if hasattr(loaded.model, "glimpse_path"):
         path = glimpse_path(loaded.model, loaded.vocab.src.encode(example.src))
-    outputs = [*done.text.split(), "</s>"]
-    title = f"{loaded.run_dir.name}: read '{done.text}', true '{example.tgt}'"
+    read = image_record(
+        sentence,
+        loaded.vocab,
+        image=index + 1,
+        height=height,
+        width=width,
+        longest=MAX_SYMBOLS,
+        glimpses=path,
+    )  # fmt: skip  (the server's answer, `attnmt.serve.images`)
+    maps = np.asarray(read["attention"])  # (steps, H, W)
+    outputs = [*read["text"].split(), "</s>"]
+    title = f"{loaded.run_dir.name}: read '{read['text']}', true '{example.tgt}'"
     return looks_figure(canvas.pixels, outputs, maps, boxes=canvas.boxes, path=path, title=title)
 
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from attnmt.data.grid import pixel_map
 from attnmt.decoding.attention_choice import AttentionChoice
-from attnmt.evaluation.vision import box_mass, pixel_map, split_canvases
+from attnmt.evaluation.vision import box_mass, split_canvases
 from attnmt.explain.methods import explain
 from attnmt.explain.names import IG_STEPS, SIGNED
 

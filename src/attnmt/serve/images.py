@@ -5,7 +5,7 @@ An image reaches the model as the pipeline's "sentence" of pixel tokens
 (`attnmt.data.images.canvas_text`), so text and images share the `Translator`, the worker
 queue and its batches; only the answer differs. Show-Attend-Tell attends over grid cells
 (each 4x4 pixels) and the glimpse model over pixels: both become maps over the pixels
-(`attnmt.evaluation.vision.pixel_map`), so a client draws every model's attention alike.
+(`attnmt.data.grid.pixel_map`), so a client draws every model's attention alike.
 An explanation method (`explain`) replaces the attention the same way: occlusion and
 Show-Attend-Tell's attention methods give a value per grid cell, the gradient methods (and
 the glimpses' attention) one per pixel.
@@ -27,13 +27,13 @@ import numpy as np
 
 from attnmt.data.grid import DOWNSAMPLE, MAX_SYMBOLS, grid_size
 from attnmt.data.images import Canvas, CanvasVocab
-from attnmt.decoding.attention_choice import AttentionChoice, labels
-from attnmt.decoding.records import SCORE_DIGITS, explanation_record, rounded_matrix
+from attnmt.decoding.attention_choice import AttentionChoice
+from attnmt.decoding.records import image_record
 from attnmt.decoding.runs import LoadedRun
 from attnmt.decoding.translator import Sentence, Translator
-from attnmt.evaluation.vision import glimpse_path, pixel_map, split_canvases
+from attnmt.evaluation.vision import glimpse_path, split_canvases
 from attnmt.explain import explain
-from attnmt.serve.schemas import MAX_LEVEL, ExplanationInfo, ImageExample, ImageInfo, ImageResult
+from attnmt.serve.schemas import MAX_LEVEL, ImageExample, ImageInfo, ImageResult
 
 MAX_DIGITS = MAX_SYMBOLS  # symbols read in one image before the reading is cut (tasks: <= 5)
 SPLIT = "test"  # the split examples come from: never trained on, never chosen a checkpoint
@@ -97,27 +97,15 @@ class ImageRun:
     def _result(
         self, translator: Translator, sentence: Sentence, *, index: int, weights: bool
     ) -> ImageResult:
-        done = sentence.translation
-        if done is None:  # cannot happen: an image text is never blank
-            raise ValueError(f"image {index} was not decoded")
-        result = ImageResult(
-            image=index,
-            text=done.text,
-            truncated=len(done.tokens) >= MAX_DIGITS,
-            score=round(done.score, SCORE_DIGITS),
-            log_prob=round(done.log_prob or 0.0, SCORE_DIGITS),
-            target_pieces=labels(translator.vocab.tgt, done.tokens),
-        )
-        if sentence.explanations:
-            result.explanation = ExplanationInfo(**explanation_record(sentence.explanations[0]))
-        if weights and done.weights is not None:
-            step_weights = done.weights.float().numpy()  # (T, G) or (T, H·W)
-            maps = pixel_map(step_weights, self.height, self.width)  # (T, H, W)
-            result.attention = [rounded_matrix(step) for step in maps]
-            if self.has_glimpses:
-                path = glimpse_path(self.loaded.model, sentence.ids)  # (N, 2)
-                result.glimpses = [(round(float(r), 2), round(float(c), 2)) for r, c in path]
-        return result
+        """A reading's answer: its record (`attnmt.decoding.records.image_record`)."""
+        path = None
+        if weights and self.has_glimpses:
+            path = glimpse_path(self.loaded.model, sentence.ids)  # (N, 2)
+        record = image_record(
+            sentence, translator.vocab, image=index, height=self.height, width=self.width,
+            longest=MAX_DIGITS, maps=weights, glimpses=path,
+        )  # fmt: skip
+        return ImageResult(**record)
 
     # --- examples ---------------------------------------------------------------------------
 
