@@ -210,8 +210,8 @@ Q = 2 * np.stack([H[0], H[2], H[1]]) + 0.3 * rng.normal(size=(3, 4)).astype(np.f
 W = np.stack([softmax(H @ q) for q in Q])  # (3 French words, 5 English words)
 view = attnmt.show({"dot-product attention": W}, words, targets,
                    title="by hand: a query per French word")  # fmt: skip
-links = view.records[0]["attention"][0]["alignment"]  # Pharaoh: source-target, largest weight
-assert links == "0-0 2-1 1-2", links  # le→the, chat→cat, noir→black
+links = view.records[0]["attention"][0]["alignment"]  # Pharaoh source-target, in source order
+assert links == "0-0 1-2 2-1", links  # the→le, black→noir, cat→chat
 view
 
 # %% [markdown]
