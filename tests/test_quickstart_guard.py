@@ -84,16 +84,18 @@ def test_the_summary_leaves_a_collapsed_alignment_out():
 
 
 ROOT = Path(__file__).resolve().parents[1]
-REDUCED_STEPS = 200
-# Dev perplexity of configs/quickstart.yaml after 200 steps: 118.8 (AMD EPYC Zen 4,
+REDUCED_STEPS = 100
+# Dev perplexity of configs/quickstart.yaml after 100 steps: 194.1 (AMD EPYC Zen 4, bf16,
 # 2026-11-25: `attnmt train configs/quickstart.yaml --set train.max_steps=300 --set
-# train.validate_every=100`: 194.1 / 118.8 / 94.1 at steps 100 / 200 / 300). The guard
-# itself reads dev BLEU, but at 200 steps BLEU is 0.14: below 1 it is noise, not a
-# threshold that stays put from one CPU to another, so this reduced run is held to its
-# perplexity instead, with a quarter of headroom. The config is tested as shipped, so
-# `auto` trains it in bf16 on the Zen 4 and in fp32 elsewhere; both paths were measured:
-# fp32 gave 118.7 (Intel Xeon with AMX, 2026-11-26, validating at 200 only, as below).
-REDUCED_MAX_PPL = 150.0
+# train.validate_every=100`: 194.1 / 118.8 / 94.1 at steps 100 / 200 / 300) and 194.25
+# (AMD EPYC Zen 3, fp32, 2026-11-29, validating at 100 only, as below); an untrained
+# model sits near its vocabulary's size (8,000). The guard itself reads dev BLEU, but at
+# 100 steps the model writes nothing yet: BLEU is noise, not a threshold that stays put
+# from one CPU to another, so this reduced run is held to its perplexity instead, with a
+# quarter of headroom. The config is tested as shipped, so `auto` trains it in bf16 on
+# the Zen 4 and in fp32 elsewhere; both paths were measured. 100 steps, not 200: what the
+# test asserts (the shipped config learns) shows as well at 100, in half the time.
+REDUCED_MAX_PPL = 243.0
 
 
 def test_the_shipped_config_learns_at_a_reduced_budget(tmp_path, monkeypatch):

@@ -52,6 +52,7 @@ from attnmt.config.corpora import FIRST_NEW_TESTAMENT_BOOK as FIRST_BOOK
 from attnmt.config.corpora import NEW_TESTAMENT as BOOKS
 from attnmt.config.corpora import new_testament_name as book_name
 from attnmt.config.corpora import new_testament_number as book_number
+from attnmt.data.parsed import cached_json
 from attnmt.data.types import Example
 from attnmt.errors import DataError
 
@@ -142,7 +143,43 @@ def load_gold(
     `root` is the package's `data/` folder (found by `locate` when None). Segments come in
     canonical order (book, chapter, verse). See the module docstring for the choices made.
     """
-    root = locate() if root is None else Path(root)
+    if root is not None:
+        return _read_gold(Path(root), keep_excluded)
+    # The installed package: parsed once per machine (5-6 s of Python), then read back as
+    # JSON (attnmt.data.parsed); a reinstall or an edit of this module parses it afresh.
+    root = locate()
+    files = [root / SOURCES, root / TARGETS, root / RECORDS, Path(__file__)]
+    kind = "gold-all" if keep_excluded else "gold-words"
+    made = cached_json(kind, files, lambda: _gold_json(_read_gold(root, keep_excluded)))
+    return _gold_of_json(made)
+
+
+def _gold_json(gold: GoldAlignments) -> dict:
+    def verse(v: AlignedVerse) -> list:
+        links = [n for link in sorted(v.links) for n in link]
+        return [v.ref, v.book, v.chapter, v.verse, v.src, v.tgt, links, list(v.end)]
+
+    return {
+        "verses": [verse(v) for v in gold.verses],
+        "unlinked": [verse(v) for v in gold.unlinked],
+        "dropped_links": gold.dropped_links,
+    }
+
+
+def _gold_of_json(data: dict) -> GoldAlignments:
+    def verse(item: list) -> AlignedVerse:
+        ref, book, chapter, number, src, tgt, flat, end = item
+        links = set(zip(flat[::2], flat[1::2], strict=True))
+        return AlignedVerse(ref, book, chapter, number, src, tgt, links, (end[0], end[1]))
+
+    return GoldAlignments(
+        verses=[verse(v) for v in data["verses"]],
+        unlinked=[verse(v) for v in data["unlinked"]],
+        dropped_links=data["dropped_links"],
+    )
+
+
+def _read_gold(root: Path, keep_excluded: bool) -> GoldAlignments:
     greek = _read_words(root / SOURCES, prefix="n")
     english = _read_words(root / TARGETS, prefix="")
     records = _read_records(root / RECORDS, greek.text, english.text)
