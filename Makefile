@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 FONTS  := fonts-noto-cjk fonts-noto-core
 
-.PHONY: demo test lint setup clean bench fuzz notebooks reference
+.PHONY: demo test lint setup clean bench fuzz notebooks reference site
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,14 @@ fuzz: $(STAMP)
 # chapter on the 2-core Xeon; NOTEBOOKS="02 06" for some; BUDGET=smoke for a quick check).
 notebooks: $(STAMP)
 	$(BIN)/python notebooks/build.py $(NOTEBOOKS) --budget $(or $(BUDGET),full)
+
+# The attention explorer as a static site (README, "The explorer in any browser"): the three
+# text reference models side by side in site/ (git-ignored), translating in the browser with
+# onnxruntime-web (fetched once from the npm registry into ~/.cache/attnmt/). See it with
+# `python -m http.server -d site`; publish it by copying the folder to any static host.
+site: $(STAMP)
+	$(BIN)/attnmt export reference/rnnsearch-en-fr reference/transformer-en-fr \
+		reference/rnnencdec-en-fr --format web -o site
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -52,6 +52,7 @@ LAZY_IMPORTS = {
     ("attnmt.cli.export", "attnmt.decoding.runs"),
     ("attnmt.cli.export", "attnmt.export.ctranslate2"),
     ("attnmt.cli.export", "attnmt.export.onnx"),
+    ("attnmt.cli.export", "attnmt.cli.export_web"),  # the site: the server's page and infos
     ("attnmt.cli.options", "attnmt.runtime.model"),
     ("attnmt.decoding.loading", "attnmt.devices"),
     ("attnmt.decoding.loading", "attnmt.decoding.ensemble"),
@@ -332,6 +333,7 @@ def test_the_page_and_view_assets_are_package_data():
     shipped = data["tool"]["setuptools"]["package-data"]
     assert set(PLACEHOLDERS.values()) <= set(shipped["attnmt.views"])
     assert "explorer.html" in shipped["attnmt.serve"]
+    assert "*.js" in shipped["attnmt.web"]  # the static site's modules (attnmt.export.web)
     for name in PLACEHOLDERS.values():
         assert (PACKAGE / "views" / name).is_file()
 

@@ -1,15 +1,18 @@
-"""`attnmt export RUN --format onnx|ctranslate2`: a trained run for another inference engine.
+"""`attnmt export RUN --format onnx|ctranslate2|web`: a trained run for another inference
+engine, or runs as a static site that translates in the browser.
 
     attnmt export runs/quickstart --format onnx                  # RUN/onnx
     attnmt export runs/quickstart --format onnx --quantize int8  # RUN/onnx-int8
     attnmt export runs/transformer --format ctranslate2 -o exports/transformer-ct2
     attnmt export runs/transformer --quantize int8              # RUN/ctranslate2-int8
+    attnmt export runs/rnnsearch runs/transformer/onnx --format web -o site
 
 ONNX (every text family: an encoder graph and a decoder-step graph, verified against
 PyTorch before they are written, decoded without torch by `attnmt translate EXPORT_DIR`)
 is `attnmt.export.onnx`; CTranslate2 (Transformers only) is
-`attnmt.export.ctranslate2`. docs/export.md shows both. This module parses, calls one and
-prints where the model went.
+`attnmt.export.ctranslate2`; the static site (the explorer page, the models' ONNX exports,
+onnxruntime-web) is `attnmt.export.web`. docs/export.md shows them. This module parses,
+calls one and prints where the model went.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import argparse
 
 from attnmt.errors import UserError
 
-FORMATS = ("ctranslate2", "onnx")
+FORMATS = ("ctranslate2", "onnx", "web")
 # CTranslate2's stored weight types: its ACCEPTED_MODEL_TYPES, named here so that the
 # parser needs neither CTranslate2 nor torch (tests/test_onnx_export.py keeps them equal).
 CT2_TYPES = (
@@ -38,20 +41,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Export a trained run for another inference engine: ONNX (every text model, "
         "decoded without torch by `attnmt translate EXPORT_DIR`) or CTranslate2 "
-        "(Transformers). See docs/export.md."
+        "(Transformers); or text runs as a static site, the attention explorer decoding "
+        "in the browser (--format web). See docs/export.md."
     )
     parser.add_argument(
         "run",
         metavar="RUN",
         help="a run directory (its best checkpoint, else the latest) or one "
-        "checkpoint directory in RUN/checkpoints/",
+        "checkpoint directory in RUN/checkpoints/; --format web: a run or an ONNX export, "
+        "NAME=RUN to name it on the page",
+    )
+    parser.add_argument(
+        "more",
+        nargs="*",
+        metavar="RUN2",
+        help="--format web: more runs or ONNX exports, side by side on the page",
     )
     parser.add_argument(
         "--format",
         choices=FORMATS,
         default="ctranslate2",
         help="onnx: an encoder and a decoder-step graph for onnxruntime, any text model; "
-        "ctranslate2: a CTranslate2 model, Transformers only (the default, as before)",
+        "ctranslate2: a CTranslate2 model, Transformers only (the default, as before); "
+        "web: a static site (-o SITE) that translates in the browser with onnxruntime-web, "
+        "text models with sentencepiece vocabularies",
     )
     parser.add_argument(
         "-o",
@@ -59,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         default=None,
         help="the model directory to write (default RUN/onnx or RUN/ctranslate2, with "
-        "-int8 etc. when quantised)",
+        "-int8 etc. when quantised); --format web: the site's folder (required)",
     )
     parser.add_argument(
         "--quantize",
@@ -83,11 +96,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"output the model can read or write (default {MAX_POSITIONS})",
     )
     parser.add_argument(
-        "--force", action="store_true", help="replace --out if it exists and is not empty"
+        "--force",
+        action="store_true",
+        help="replace --out if it exists and is not empty (--format web rewrites an attnmt "
+        "site without it)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "web":
+        from attnmt.cli.export_web import export_web
+
+        return export_web(args)
+    if args.more:
+        raise UserError(
+            f"--format {args.format} exports one run at a time, got {1 + len(args.more)}; "
+            "export each apart (only --format web puts several in one site)"
+        )
     from attnmt.decoding.runs import load_run
 
     if args.format == "onnx":

@@ -95,6 +95,14 @@ ERRORS = {
 }
 
 
+def explorer_page() -> str:
+    """The explorer page as served at `/`: explorer.html with the heatmap and the tree
+    inlined, as notebooks show them (attnmt.views). `attnmt export --format web` writes it
+    as a static site's index.html (attnmt.export.web.static_page)."""
+    page = files("attnmt.serve").joinpath("explorer.html").read_text(encoding="utf-8")
+    return inline_assets(page)
+
+
 def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
     """The application serving `decoders` (name -> run), the first one by default."""
     if not decoders:
@@ -106,8 +114,7 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         for name, decoder in decoders.items()
     }
     infos = {name: decoder.info() for name, decoder in decoders.items()}
-    page = files("attnmt.serve").joinpath("explorer.html").read_text(encoding="utf-8")
-    page = inline_assets(page)  # the heatmap, as notebooks show it (attnmt.views)
+    page = explorer_page()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -219,11 +226,17 @@ def create_app(decoders: dict[str, RunDecoder], settings: Settings) -> FastAPI:
         return {"explain": (body.explain,), "ig_steps": steps}
 
     def no_attention(name: str, what: str) -> HTTPException:
+        methods = decoders[name].explain_methods
+        instead = (
+            f"leave them out, or ask for an explanation that needs none (explain: one of "
+            f"{', '.join(methods)})"
+            if methods
+            else "leave them out"  # an export explains nothing
+        )
         return HTTPException(
             422,
             f"model {name!r} ({infos[name].model}) has no attention, so it has no {what}; "
-            f"leave them out, or ask for an explanation that needs none (explain: one of "
-            f"{', '.join(decoders[name].explain_methods)})",
+            + instead,
         )
 
     def too_many(count: int, what: str) -> None:

@@ -48,7 +48,7 @@ function bytesOf(charsmap) {
 // line before encoding it: the characters Python's str.split() splits on (Unicode's
 // White_Space and the four separators U+001C-U+001F). Not the same as JavaScript's \s,
 // and not what the normaliser does: nmt_nfkc deletes U+001C-U+001F instead.
-const PYTHON_SPACE = /[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
+export const PYTHON_SPACE = /[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
 
 export function joinWords(line) {
   return line.split(PYTHON_SPACE).filter((word) => word !== "").join(" ");
