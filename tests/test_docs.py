@@ -2,7 +2,10 @@
 
 Conventions in the markdown files:
 - ```console blocks: each line starting with `$ ` is a shell command, run from the repo
-  root with the virtual environment's bin/ first on PATH; it must exit 0.
+  root with the virtual environment's bin/ first on PATH; it must exit 0. A plain
+  `attnmt ...` command (or a chain of them joined by `&&`) runs through `attnmt.cli.main`
+  in the test's process, as the console script runs it (`in_process`): no Python start
+  and torch import per command.
 - ```python blocks: run in order, one namespace per file.
 - A line `<!-- doc-test: DIRECTIVE ... -->` right before a block changes how it runs:
   - `skip REASON` skips it (REASON required: e.g. the command is the test suite itself);
@@ -17,12 +20,14 @@ Conventions in the markdown files:
 
 A command that needs an install the Makefile allows to fail (eflomal, which builds from
 source with a C compiler) is skipped with that reason where the install is missing, as
-`make setup` itself goes on without it (`OPTIONAL`).
+`make setup` itself goes on without it (`OPTIONAL`); so is a static site's (`--format
+web`) where onnxruntime-web is neither cached nor to be fetched from the npm registry.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import re
 import subprocess
@@ -120,12 +125,97 @@ def test_commands_that_need_eflomal_skip_without_it(monkeypatch):
     assert not any(missing_install(c) for c in commands if c not in needing)
 
 
+def missing_runtime(command: str) -> str | None:
+    """Why a static site (`--format web`) cannot be built here: onnxruntime-web is neither
+    in the cache nor to be had from the npm registry (as tests/test_web_site.py skips)."""
+    if "--format web" not in command:
+        return None
+    from attnmt.errors import UserError
+    from attnmt.export.web import runtime_tarball
+
+    try:
+        runtime_tarball()
+    except UserError as err:
+        return f"onnxruntime-web cannot be had here: {err}"
+    return None
+
+
+# What only a shell can run: pipes, redirections, quoting, variables, other separators.
+SHELL_SYNTAX = re.compile(r"[|<>;$`'\"\\(){}*?~#]|&(?!&)")
+
+
+def in_process(command: str) -> list[list[str]] | None:
+    """The argument lists of a command that is one `attnmt ...` call, or a chain of them
+    joined by `&&`, with nothing a shell would interpret; None for anything else."""
+    if SHELL_SYNTAX.search(command.replace("&&", " ")):
+        return None
+    calls = [part.split() for part in command.split("&&")]
+    if not all(call and call[0] == "attnmt" for call in calls):
+        return None
+    return [call[1:] for call in calls]
+
+
+def _run_in_process(calls: list[list[str]], cwd: Path, monkeypatch, capsys) -> None:
+    """Each call through `attnmt.cli.main`, as the console script calls it, in `cwd`: the
+    same parser, code and exit status, without a Python start and a torch import per
+    command (~2 s of CPU each; ~40 of the docs' commands run this way). Standard input is
+    empty, as the shell's is (DEVNULL); the thread count a command sets is put back for
+    the tests that follow in this worker."""
+    import torch
+
+    from attnmt.cli import main
+
+    threads = torch.get_num_threads()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))  # as DEVNULL
+    try:
+        for argv in calls:
+            try:
+                status = main(argv)
+            except SystemExit as exit:  # argparse, or a command's own exit
+                status = exit.code
+            out = capsys.readouterr()
+            shown = " ".join(["attnmt", *argv])
+            assert status in (0, None), f"`{shown}` failed ({status}):\n{out.out}\n{out.err}"
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize(("command", "where"), list(_console_cases()))
-def test_console_command_runs(command, where, request):
-    reason = missing_install(command)
+def test_console_command_runs(command, where, request, monkeypatch, capsys):
+    reason = missing_install(command) or missing_runtime(command)
     if reason:
         pytest.skip(reason)
-    _run(command, request.getfixturevalue("scratch") if where == "scratch" else ROOT)
+    cwd = request.getfixturevalue("scratch") if where == "scratch" else ROOT
+    calls = in_process(command)
+    if calls is None:
+        _run(command, cwd)
+    else:
+        _run_in_process(calls, cwd, monkeypatch, capsys)
+
+
+def test_only_plain_attnmt_commands_run_in_process():
+    assert in_process("attnmt train configs/reverse.yaml --set train.max_steps=5") == [
+        ["train", "configs/reverse.yaml", "--set", "train.max_steps=5"]
+    ]
+    assert in_process("attnmt data prepare configs/x.yaml && attnmt train configs/x.yaml") == [
+        ["data", "prepare", "configs/x.yaml"],
+        ["train", "configs/x.yaml"],
+    ]
+    for command in (
+        "echo 12 | attnmt translate runs/reverse",
+        "attnmt translate runs/reverse input.txt > output.txt",
+        "attnmt translate runs/reverse - < input.txt",
+        "attnmt align --src t.de --tgt t.en; ls",
+        "attnmt evaluate runs/$RUN",
+        "attnmt translate runs/reverse 'two words'",
+        "attnmt train configs/*.yaml",
+        "cd /tmp && attnmt align --src a --tgt b",
+        "python benchmarks/bench.py --smoke",
+        "attnmt serve runs/reverse &",
+    ):
+        assert in_process(command) is None, command
 
 
 @pytest.mark.parametrize("path", [p for p in DOCS if list(_blocks(p, "python"))], ids=str)
