@@ -11,6 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+# One process per core: pytest-xdist runs a worker on each core, and each torch process (a
+# worker, or an `attnmt` command it starts) would otherwise run as many intra-op threads
+# as there are cores, so the cores' threads outnumber them and spin against each other
+# (a 100-step training ran 3.3x slower inside the suite than alone). The workers' share of
+# the cores, in the environment before torch is loaded, so their commands inherit it.
+if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // _workers))
+
 import torch
 from filelock import FileLock
 
