@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from attnmt import __version__
+from attnmt.data.parsed import CACHE_ENV, cache_root
 from attnmt.errors import UserError
 from attnmt.export.directory import replace_dir
 from attnmt.export.web_tokenizer import tokenizer_json
@@ -68,7 +69,6 @@ ORT_WEB_URL = f"https://registry.npmjs.org/onnxruntime-web/-/{ORT_WEB_TARBALL}"
 # the asyncify, JSEP and JSPI builds are for WebGPU and WebNN, left out).
 RUNTIME_MODULE = "ort.wasm.min.mjs"
 RUNTIME_FILES = (RUNTIME_MODULE, "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
-CACHE_ENV = "ATTNMT_CACHE"
 
 SITE_FILE = "site.json"
 PAGE_FILE = "index.html"
@@ -81,11 +81,9 @@ MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def cache_dir() -> Path:
-    """Where the onnxruntime-web tarball is kept: $ATTNMT_CACHE, else attnmt/ under
-    $XDG_CACHE_HOME or ~/.cache."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnmt"
+    """Where the onnxruntime-web tarball is kept: attnmt's cache folder ($ATTNMT_CACHE,
+    else attnmt/ under $XDG_CACHE_HOME or ~/.cache), as for parsed data."""
+    return cache_root()
 
 
 def _integrity(path: Path) -> str:
