@@ -215,6 +215,37 @@ def test_a_quantised_export_is_smaller_and_still_translates(tiny_runs, tmp_path,
     assert sentences[0].translation.tokens  # translates (its numbers: docs/export.md)
 
 
+def test_a_tied_embedding_quantises_to_a_graph_that_loads(tiny_exports, tmp_path):
+    """The Transformer's target embedding is its output layer (tied): onnxruntime's
+    quantiser rewrote the shared weight for the matrix product and the lookup read it
+    transposed, a graph that no longer loaded (the reference Transformer). Untied first, the
+    int8 graphs load, look the embedding up unchanged and translate near the fp32 ones."""
+    import onnx
+
+    from attnmt.export.onnx import quantize_int8, untie_lookups
+
+    out = tmp_path / "tf-int8"
+    shutil.copytree(tiny_exports["tf"], out)
+    step = onnx.load(str(out / "step.onnx"))
+    assert untie_lookups(step) == ["model.generator.weight"]  # looked up and multiplied
+    assert untie_lookups(onnx.load(str(out / "encoder.onnx"))) == []  # looked up only
+    quantize_int8(out)
+    quantised = onnx.load(str(out / "step.onnx"))
+    weights = {i.name: onnx.numpy_helper.to_array(i) for i in quantised.graph.initializer}
+    original = onnx.load(str(tiny_exports["tf"] / "step.onnx"))
+    (generator,) = [i for i in original.graph.initializer if i.name == "model.generator.weight"]
+    # The lookup reads its own quantised copy, the embedding as it was (not transposed),
+    # each entry within half a quantisation step of the fp32 one.
+    name = "model.generator.weight.lookup"
+    scale, zero = weights[f"{name}_scale"], weights[f"{name}_zero_point"]
+    lookup = (weights[f"{name}_quantized"].astype(np.float32) - zero) * scale
+    expected = onnx.numpy_helper.to_array(generator)
+    np.testing.assert_allclose(lookup, expected, atol=scale / 2 * 1.001)
+    assert weights["model.generator.weight_quantized"].dtype == np.int8  # the product's
+    for sentence in Translator(load_export(out), beam=2).translate(LINES):  # loads, decodes
+        assert (sentence.translation is None) == (not sentence.source)
+
+
 def test_bad_exports_are_refused_in_one_sentence(tiny_runs, tmp_path, capsys):
     taken = tmp_path / "taken"
     taken.mkdir()

@@ -83,6 +83,20 @@ def test_the_summary_leaves_a_collapsed_alignment_out():
     assert _shown_alignment("0-0 1-1 2-2", "Au commencement était") == "0-0 1-1 2-2"
 
 
+
+def test_the_closing_lines_point_at_the_reference_models_where_they_are(tmp_path, monkeypatch):
+    from attnmt.cli.quickstart import next_steps
+
+    monkeypatch.chdir(ROOT)  # the repository: the committed reference models are here
+    commands = [command for command, _ in next_steps(Path("runs/quickstart"))]
+    assert commands[0] == "attnmt translate runs/quickstart --interactive"
+    served = "attnmt serve reference/rnnsearch-en-fr reference/transformer-en-fr"
+    assert commands[1:] == [served, "make site && python -m http.server -d site"]
+    for name in ("rnnsearch-en-fr", "transformer-en-fr"):
+        assert (ROOT / "reference" / name / "checkpoints").is_dir()
+    monkeypatch.chdir(tmp_path)  # elsewhere: no reference models to point at
+    assert len(next_steps(Path("runs/quickstart"))) == 1
+
 ROOT = Path(__file__).resolve().parents[1]
 REDUCED_STEPS = 100
 # Dev perplexity of configs/quickstart.yaml after 100 steps: 194.1 (AMD EPYC Zen 4, bf16,

@@ -19,16 +19,21 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import sys
 import threading
 from pathlib import Path
 
 import pytest
+from tests.conftest import mixed_corpus
 from tests.test_serve_browser import ARGS, CHROMIUM
 from tests.test_web_site import export_site, ort_web  # noqa: F401 (a fixture)
 
 from attnmt.serve import clean_line
 
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import web_parity  # noqa: E402
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
@@ -183,3 +188,27 @@ def test_the_site_translates_in_the_browser_alone(static_server, served, tmp_pat
     assert not outside, f"the page asked for something outside the site: {outside}"
     assert f"{static_server}/ort/ort-wasm-simd-threaded.wasm" in requests
     assert any(url.endswith("/models/rnn/step.onnx") for url in requests)
+
+
+@pytest.mark.parametrize("model", ["rnn", "tf"])
+def test_the_page_decodes_as_attnmt_translate(site, static_server, model, tmp_path):
+    """benchmarks/web_parity.py at the suite's size: the page's decoder (the site's own
+    worker, in Chromium) and `attnmt translate --beam 3 --n-best 3 --alignments json` of
+    the same export give the same pieces, translations, links and 3-best lists, the scores
+    within 1e-4, on the tiny corpus's sources (five scripts, accents, emoji)."""
+    corpus = mixed_corpus(tmp_path).read_text(encoding="utf-8").splitlines()
+    lines = [row.split("\t")[0] for row in corpus[:12]]
+    export = site / "models" / model
+    python = web_parity.cli_records(export, lines, 3)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            decoder = web_parity.PageDecoder(browser, static_server, site)
+            page = decoder.run(model, lines, beam=3, n_best=3)
+            decoder.close()
+        finally:
+            browser.close()
+    parity = web_parity.differences(page, python, [f"line {i + 1}" for i in range(len(lines))])
+    assert parity["identical"] == len(lines), parity["listed"]
+    assert parity["max_score_diff"] <= web_parity.SCORE_TOLERANCE
+    assert not decoder.outside and not decoder.errors, (decoder.outside, decoder.errors)

@@ -245,4 +245,19 @@ def _summary(run_dir: Path, out: Path, chosen, beam: int, seconds: float) -> Non
     print(f"BLEU by length:  {run_dir / 'eval' / f'test-beam{beam}-length.png'}")
     print(f"heatmaps:        {out / 'plots'}/")
     print(f"translations:    {out / 'output.txt'}  (translation<TAB>Pharaoh alignment)")
-    print(f"done in {seconds / 60:.1f} min. Next: attnmt translate {run_dir} --interactive")
+    print(f"done in {seconds / 60:.1f} min. Next:")
+    for command, what in next_steps(run_dir):
+        print(f"  {command:<58}  {what}")
+
+
+def next_steps(run_dir: Path) -> list[tuple[str, str]]:
+    """The main job's closing lines: this run line by line, then the reference models
+    (committed, trained far longer) in the explorer, served or as static files."""
+    steps = [(f"attnmt translate {run_dir} --interactive", "your model, a line at a time")]
+    reference = Path("reference")
+    names = [f"reference/{n}" for n in ("rnnsearch-en-fr", "transformer-en-fr")]
+    if all((reference / Path(n).name).is_dir() for n in names):
+        steps.append((f"attnmt serve {' '.join(names)}", "the reference models in the explorer"))
+        steps.append(("make site && python -m http.server -d site",
+                      "the same page decoding in your browser, no server"))  # fmt: skip
+    return steps

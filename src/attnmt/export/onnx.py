@@ -280,10 +280,37 @@ def quantize_int8(directory: Path) -> None:
     activations quantised on the fly), in place."""
     for file in (ENCODER_FILE, STEP_FILE):
         path = directory / file
+        graph = onnx.load(str(path))
+        if untie_lookups(graph):
+            onnx.save(graph, str(path))
         tmp = path.with_suffix(".int8.onnx")
         with _quiet():  # its advice to pre-process the graphs first (the int8 check measures)
             quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8)
         tmp.replace(path)
+
+
+def untie_lookups(graph: onnx.ModelProto) -> list[str]:
+    """Give each weight that is both looked up (`Gather`: an embedding) and multiplied (a
+    tied output layer: the Transformer's target embedding is its generator) a copy of its
+    own for the lookup, in place; the names untied. onnxruntime's dynamic quantiser
+    rewrites a matrix product's weight under its own name (a `Gemm` with transB, stored
+    transposed), and a lookup of the same name then reads the rewritten matrix: the graph
+    no longer loads ("Incompatible dimensions"; the reference Transformer, 1.31)."""
+    initializers = {init.name: init for init in graph.graph.initializer}
+    looked_up = {n.input[0] for n in graph.graph.node if n.op_type == "Gather"}
+    multiplied = {
+        name for n in graph.graph.node if n.op_type in ("Gemm", "MatMul") for name in n.input
+    }
+    untied = sorted(name for name in looked_up & multiplied if name in initializers)
+    for name in untied:
+        copy = onnx.TensorProto()
+        copy.CopyFrom(initializers[name])
+        copy.name = f"{name}.lookup"
+        graph.graph.initializer.append(copy)
+        for node in graph.graph.node:
+            if node.op_type == "Gather" and node.input[0] == name:
+                node.input[0] = copy.name
+    return untied
 
 
 def export_onnx(
