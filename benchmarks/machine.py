@@ -32,6 +32,18 @@ def append_result(path: Path, record: dict) -> None:
         out.write(json.dumps(record) + "\n")
 
 
+def write_block(doc: Path, name: str, text: str) -> None:
+    """Replace what stands between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in `doc`
+    (a generated block of docs/results.md) with `text`."""
+    content = doc.read_text(encoding="utf-8")
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    if begin not in content or end not in content:
+        raise SystemExit(f"{doc} has no {begin} ... {end} markers")
+    head, rest = content.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    doc.write_text(f"{head}{begin}\n{text}\n{end}{tail}", encoding="utf-8")
+
+
 def matmul_gflops(
     n: int, dtype: torch.dtype, *, seconds: float = 0.4, device: str = "cpu"
 ) -> float:

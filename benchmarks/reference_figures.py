@@ -29,10 +29,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import write_block
 
 import attnmt
 from attnmt.alignment.aligners import eflomal_links
@@ -226,13 +230,7 @@ def markdown(r: dict) -> str:
 
 
 def write_doc(text: str) -> None:
-    doc = DOC.read_text(encoding="utf-8")
-    begin, end = "<!-- reference:begin -->", "<!-- reference:end -->"
-    if begin not in doc:
-        raise SystemExit(f"{DOC} has no {begin} marker")
-    head, rest = doc.split(begin, 1)
-    tail = rest.split(end, 1)[1]
-    DOC.write_text(f"{head}{begin}\n{text}\n{end}{tail}", encoding="utf-8")
+    write_block(DOC, "reference", text)
 
 
 def main() -> None:

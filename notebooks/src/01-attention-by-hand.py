@@ -217,6 +217,55 @@ view
 # %% [markdown]
 # *chat* looks at *cat* and *noir* at *black*: the crossing lines of an adjective–noun
 # reordering, which chapter 3 shows a trained model learning by itself.
+#
+# ## What this chapter found
+#
+# Each number below is read from the cells above.
+
+# %%
+import html
+
+from IPython.display import Markdown, display
+
+dot_weights = softmax(H @ s)
+hard_probs = hard(query, keys, keys).probs[0, 0].numpy()  # eval mode: what it samples from
+hard_gap = float(np.abs(sampled - hard_probs).max())
+seen = {scope: int((w > 1e-6).sum(axis=1).max()) for scope, w in maps.items()}
+on_cat = [name for name, *weights in rows if words[int(np.argmax(weights))] == "cat"]
+elsewhere = {name: words[int(np.argmax(weights))] for name, *weights in rows if name not in on_cat}
+flatter = softmax(H @ s / np.sqrt(len(s))).max()
+masked = attention.build("dot", query_dim=4)(query, keys, keys, mask=mask).weights[0, 0]
+assert (masked[~mask[0]] == 0).all()  # the padding: weight exactly zero
+display(Markdown(
+    f"- **A weighted average.** The dot score gives *cat*, the word the query was made to "
+    f"resemble, {dot_weights.max():.1%} of the weight; the context is mostly its vector, "
+    f"never only it.\n"
+    f"- **One interface, six scores.** All {len(rows)} scores of `attnmt.attention` give "
+    f"the weights and the context of their equations to 1e-5, computed here from each "
+    f"module's own parameters. Their largest weight: on *cat* for {', '.join(on_cat)}; "
+    + "; ".join(f"on *{html.escape(word)}* for {name}" for name, word in elsewhere.items())
+    + " (random $W_a$, $U_a$, $v_a$: what training will set).\n"
+    f"- **Scaling flattens.** Dividing by $\\sqrt{{d}}$ lowers *cat*'s weight from "
+    f"{dot_weights.max():.1%} to {flatter:.1%}.\n"
+    f"- **Masks** give padded positions a weight of exactly zero.\n"
+    f"- **Hard attention** samples from the soft weights: over {len(samples):,} samples "
+    f"the frequencies stay within {hard_gap:.3f} of the probabilities.\n"
+    f"- **Local attention** looks at no more than {seen['local-m']} positions a step "
+    f"(local-m; {seen['local-p']} for local-p, whose window follows a predicted centre), "
+    f"global at all {seen['global']}."
+))
+
+# %% [markdown]
+# ## Exercises
+#
+# Predict the answer first, then change the cell and run it again.
+#
+# 1. Multiply the query `s` by three before the dot product. Does the weight on *cat*
+#    grow or shrink, and what happens to the context? What would the scaled dot do?
+# 2. In the masks cell, let the sentence end after *black* (two words). Where does the
+#    weight that *cat* held go?
+# 3. Build the local attentions with `window=1`. How many positions does local-m see a
+#    step now, and why is the first row of its map narrower than the middle ones?
 
 # %%
 chapter.done()

@@ -131,10 +131,14 @@ export class OnnxModel {
           "(attnmt export RUN --format onnx)",
       );
     }
+    // Both graphs are read at once; their sessions are made one after the other.
+    const files = [info.graphs.encoder, info.graphs.step];
+    const bytes = files.map(async (file) => bytesOf(await read(file)));
+    bytes.forEach((b) => b.catch(() => {})); // awaited in turn below
     const sessions = [];
-    for (const file of [info.graphs.encoder, info.graphs.step]) {
+    for (const [i, file] of files.entries()) {
       try {
-        sessions.push(await ort.InferenceSession.create(await bytesOf(read(file)), options));
+        sessions.push(await ort.InferenceSession.create(await bytes[i], options));
       } catch (err) {
         throw new Error(`cannot load the graph ${file} of the export: ${err.message}`);
       }

@@ -96,18 +96,21 @@ async function textOf(given) {
 
 // A model of the site as a loaded export: its OnnxModel, tokenizers, attention choice
 // and source limit.
+// The tokenizers are read while the graphs load (a first translation waits for both).
 async function loadModel(runtime, read, entry) {
   const dir = entry.dir.endsWith("/") ? entry.dir : `${entry.dir}/`;
-  const model = await OnnxModel.load(runtime, (file) => read(dir + file));
-  const vocab = {};
-  for (const side of ["src", "tgt"]) {
+  const tokenizers = ["src", "tgt"].map(async (side) => {
     const file = `tokenizer-${side}.json`;
     try {
-      vocab[side] = new SentencePiece(JSON.parse(await textOf(read(dir + file))));
+      return new SentencePiece(JSON.parse(await textOf(read(dir + file))));
     } catch (err) {
       throw new Error(`cannot read the tokenizer ${file}: ${err.message}`);
     }
-  }
+  });
+  tokenizers.forEach((t) => t.catch(() => {})); // awaited below, after the graphs
+  const model = await OnnxModel.load(runtime, (file) => read(dir + file));
+  const [src, tgt] = await Promise.all(tokenizers);
+  const vocab = { src, tgt };
   return {
     model,
     vocab,
